@@ -1,0 +1,5 @@
+"""``python -m aifabric`` runs the command line."""
+
+from aifabric.cli import main
+
+main()

@@ -1,0 +1,38 @@
+"""The ``aifabric`` command line: one thin module per subcommand.
+
+Bad input never gives a traceback: a :class:`~aifabric.errors.SpecError` prints one
+line per problem on stderr and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from aifabric.cli import export as _export
+from aifabric.cli import plan as _plan
+from aifabric.cli._common import err_console
+from aifabric.errors import SpecError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="aifabric",
+    help="A digital twin of AI-training networks: plan, predict, configure, prove.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("plan")(_plan.plan)
+app.command("export")(_export.export)
+
+
+def main() -> None:
+    """Console entry point."""
+    try:
+        app(standalone_mode=True)
+    except SpecError as err:
+        for problem in err.problems:
+            err_console.print(f"error: {problem}", markup=False, soft_wrap=True)
+        sys.exit(2)

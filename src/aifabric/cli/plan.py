@@ -1,0 +1,186 @@
+"""``aifabric plan``: the design of a fabric from a spec, side by side for several specs,
+or candidate designs for a cluster size when no spec is given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from aifabric.cli._common import build, console, load_specs, write_atomic
+from aifabric.errors import Problem, SpecError
+from aifabric.plan import PAIR_KINDS, plan_fabric
+from aifabric.plan.propose import propose
+from aifabric.spec import dump_spec
+
+
+def _gbps(x: float) -> str:
+    for unit, div in (("Pb/s", 1e6), ("Tb/s", 1e3)):
+        if x >= div:
+            return f"{x / div:,.2f} {unit}"
+    return f"{x:,.0f} Gb/s"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}:1"
+
+
+def _hops(h: dict[str, Any] | None) -> str:
+    return "-" if h is None else f"{h['switch_hops']} ({h['latency_ns'] / 1000:.2f} us)"
+
+
+def _render(p: dict[str, Any]) -> None:
+    console.print(f"[bold]{p['name']}[/bold] — {p['family']}: {p['tiers']} switch tiers, "
+                  f"{p['pods']} pod(s), {p['segments']} segments, {p['planes']} plane(s), "
+                  f"{p['rails']} rails")
+    console.print(f"  GPUs {p['gpus']:,} (+{p['backup_gpus']:,} backup)   hosts {p['hosts']:,} "
+                  f"(+{p['backup_hosts']:,} backup)   NIC ports {p['nic_ports']:,}   "
+                  f"scale-out {p['scaleout_gbps_per_gpu']:g} Gb/s per GPU")
+    sw = Table(title="switches", title_justify="left")
+    sw.add_column("tier")
+    sw.add_column("count", justify="right")
+    sw.add_column("ports used (max)", justify="right")
+    sw.add_column("oversubscription", justify="right")
+    for tier in ("tor", "agg", "core"):
+        if p["switches"][tier]:
+            sw.add_row(tier, f"{p['switches'][tier]:,}", p["max_port_use"].get(tier, "-"),
+                       _ratio(p["oversubscription"].get(tier)))
+    sw.add_row("total", f"{p['switches']['total']:,}", "", "")
+    lk = Table(title="links", title_justify="left")
+    lk.add_column("tier")
+    lk.add_column("speed", justify="right")
+    lk.add_column("count", justify="right")
+    for row in p["links"]:
+        lk.add_row(row["tier"], f"{row['gbps']:g}G", f"{row['count']:,}")
+    cab = Table(title="optics and cables", title_justify="left")
+    cab.add_column("item")
+    cab.add_column("count", justify="right")
+    for key, val in p["cabling"].items():
+        if key != "by_tier":
+            cab.add_row(key, f"{val:,}")
+    for tier, info in p["cabling"]["by_tier"].items():
+        cab.add_row(f"{tier} medium", info["medium"])
+    hp = Table(title="GPU to GPU: switch hops (base latency)", title_justify="left")
+    hp.add_column("pair")
+    hp.add_column("hops", justify="right")
+    for kind in PAIR_KINDS:
+        hp.add_row(kind.replace("_", " "), _hops(p["hops"][kind]))
+    console.print(sw, lk, cab, hp)
+    if "bisection_gbps" in p:
+        console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
+                      f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
+
+
+_COMPARE_ROWS: list[tuple[str, Any]] = [
+    ("family", lambda p: p["family"]),
+    ("GPUs", lambda p: f"{p['gpus']:,}"),
+    ("hosts (+backup)", lambda p: f"{p['hosts']:,} (+{p['backup_hosts']:,})"),
+    ("segments / pods / planes", lambda p: f"{p['segments']} / {p['pods']} / {p['planes']}"),
+    ("switch tiers", lambda p: str(p["tiers"])),
+    ("ToR / leaf", lambda p: f"{p['switches']['tor']:,}"),
+    ("agg / spine", lambda p: f"{p['switches']['agg']:,}"),
+    ("core", lambda p: f"{p['switches']['core']:,}"),
+    ("switches", lambda p: f"{p['switches']['total']:,}"),
+    ("transceivers", lambda p: f"{p['cabling'].get('transceivers', 0):,}"),
+    ("oversub. ToR", lambda p: _ratio(p["oversubscription"].get("tor"))),
+    ("oversub. agg", lambda p: _ratio(p["oversubscription"].get("agg"))),
+    ("bisection per GPU", lambda p: f"{p['bisection_gbps_per_gpu']:g} Gb/s"
+     if "bisection_gbps_per_gpu" in p else "-"),
+    *[(f"hops {k.replace('_', ' ')}", lambda p, k=k: _hops(p["hops"][k])) for k in PAIR_KINDS],
+]
+
+
+def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
+    t = Table(title=title or None, title_justify="left")
+    t.add_column("")
+    for p in plans:
+        t.add_column(p["name"], justify="right")
+    for label, get in _COMPARE_ROWS:
+        t.add_row(label, *[get(p) for p in plans])
+    return t
+
+
+def _propose(gpus: int, nic_gbps: int, switch_ports: int, switch_gbps: int,
+             gpus_per_host: int, nics_per_host: int, as_json: bool, write: Path | None) -> None:
+    cands, best = propose(gpus=gpus, nic_gbps=nic_gbps, switch_ports=switch_ports,
+                          switch_gbps=switch_gbps, gpus_per_host=gpus_per_host,
+                          nics_per_host=nics_per_host)
+    if best is None:
+        raise SpecError([Problem("--gpus", f"no design fits {gpus} GPUs with "
+                                 f"{switch_ports} x {switch_gbps}G switches: {c.label}: "
+                                 f"{c.reason}") for c in cands])
+    assert best.spec is not None
+    if write is not None:
+        write_atomic(write, dump_spec(best.spec))
+    if as_json:
+        out = {"candidates": [{"design": c.label, "fits": c.fits, "reason": c.reason or None,
+                               "plan": c.plan} for c in cands],
+               "chosen": best.label, "spec": json.loads(best.spec.model_dump_json())}
+        typer.echo(json.dumps(out, indent=2))
+        return
+    t = Table(title=f"candidate designs for {gpus:,} GPUs, {nic_gbps}G NICs, "
+              f"{switch_ports} x {switch_gbps}G switches", title_justify="left")
+    for col in ("design", "tiers", "tor", "agg", "core", "switches", "optics", "oversub"):
+        t.add_column(col, justify="left" if col == "design" else "right")
+    for c in cands:
+        mark = " [bold green]<- chosen[/]" if c is best else ""
+        if not c.fits:
+            t.add_row(c.label, "[red]does not fit[/]: " + c.reason, *[""] * 6)
+            continue
+        p = c.plan
+        assert p is not None
+        t.add_row(c.label + mark, str(p["tiers"]), f"{p['switches']['tor']:,}",
+                  f"{p['switches']['agg']:,}", f"{p['switches']['core']:,}",
+                  f"{p['switches']['total']:,}", f"{p['cabling'].get('transceivers', 0):,}",
+                  _ratio(p["oversubscription"].get("tor")))
+    console.print(t)
+    console.print(f"chosen: [bold]{best.label}[/] (fewest tiers, then fewest switches)")
+    if write is not None:
+        console.print(f"wrote {write}")
+
+
+def plan(
+    specs: list[Path] = typer.Argument(None, help="cluster spec(s) (YAML)", show_default=False),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    compare: bool = typer.Option(False, "--compare", help="several specs side by side"),
+    gpus: int | None = typer.Option(None, "--gpus", min=1,
+                                    help="no spec: propose designs for this many GPUs"),
+    nic_gbps: int = typer.Option(400, "--nic-gbps", min=1, help="NIC speed per GPU, Gbit/s"),
+    switch_ports: int = typer.Option(128, "--switch-ports", min=2, help="switch radix"),
+    switch_gbps: int = typer.Option(400, "--switch-gbps", min=1, help="switch port speed"),
+    gpus_per_host: int = typer.Option(8, "--gpus-per-host", min=1),
+    nics_per_host: int = typer.Option(8, "--nics-per-host", min=1),
+    write: Path | None = typer.Option(None, "--write", help="write the chosen design's spec"),
+    bisection: bool = typer.Option(True, "--bisection/--no-bisection",
+                                   help="compute bisection bandwidth (a max-flow)"),
+) -> None:
+    """The design of a fabric: counts per tier, links, optics, oversubscription,
+    bisection bandwidth and hops between GPUs."""
+    if not specs:
+        if gpus is None:
+            raise SpecError(Problem("SPEC", "give a spec file, or --gpus N to propose designs"))
+        _propose(gpus, nic_gbps, switch_ports, switch_gbps, gpus_per_host, nics_per_host,
+                 as_json, write)
+        return
+    if gpus is not None or write is not None:
+        raise SpecError(Problem("--gpus", "--gpus/--write propose designs and take no spec "
+                                "file; allowed: a spec file or --gpus, not both"))
+    loaded = load_specs(specs)
+    plans = []
+    problems: list[Problem] = []
+    for path, spec in zip(specs, loaded, strict=True):
+        try:
+            plans.append(plan_fabric(build(spec, path), bisection=bisection))
+        except SpecError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise SpecError(problems)
+    if as_json:
+        typer.echo(json.dumps(plans[0] if len(plans) == 1 and not compare else plans, indent=2))
+    elif compare or len(plans) > 1:
+        console.print(_compare(plans))
+    else:
+        _render(plans[0])

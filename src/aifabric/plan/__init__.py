@@ -1,0 +1,6 @@
+"""Plans computed from a Fabric: counts, oversubscription, bisection, hops; candidate
+designs for a cluster size."""
+
+from aifabric.plan.summary import PAIR_KINDS, bisection_gbps, pair_hops, plan_fabric, port_usage
+
+__all__ = ["PAIR_KINDS", "bisection_gbps", "pair_hops", "plan_fabric", "port_usage"]

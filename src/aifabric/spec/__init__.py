@@ -1,0 +1,40 @@
+"""The cluster spec: pydantic models and YAML loading."""
+
+from aifabric.spec.load import dump_spec, load_spec, load_yaml, spec_from_dict
+from aifabric.spec.models import (
+    BUILTIN_SWITCH_MODELS,
+    Addressing,
+    Cabling,
+    ClosTopology,
+    FatTreeTopology,
+    Hosts,
+    HpnTopology,
+    Latency,
+    MultiplaneTopology,
+    RailTopology,
+    SingleTorTopology,
+    Spec,
+    SwitchModel,
+    SwitchRole,
+)
+
+__all__ = [
+    "BUILTIN_SWITCH_MODELS",
+    "Addressing",
+    "Cabling",
+    "ClosTopology",
+    "FatTreeTopology",
+    "Hosts",
+    "HpnTopology",
+    "Latency",
+    "MultiplaneTopology",
+    "RailTopology",
+    "SingleTorTopology",
+    "Spec",
+    "SwitchModel",
+    "SwitchRole",
+    "dump_spec",
+    "load_spec",
+    "load_yaml",
+    "spec_from_dict",
+]

@@ -1,0 +1,247 @@
+"""The cluster spec: validated input models.
+
+A spec describes a GPU cluster in a few lines: its hosts, the switch models it is
+built from, the topology family with its parameters, link latencies, cabling media
+and address pools. Every field is documented in ``docs/spec.md`` with its default
+and unit; units are part of the field names (``port_gbps``, ``cable_ns_per_m``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+
+__all__ = [
+    "BUILTIN_SWITCH_MODELS",
+    "Addressing",
+    "Cabling",
+    "ClosTopology",
+    "FatTreeTopology",
+    "Hosts",
+    "HpnTopology",
+    "Latency",
+    "MultiplaneTopology",
+    "RailTopology",
+    "SingleTorTopology",
+    "Spec",
+    "SwitchModel",
+    "SwitchRole",
+    "Topology",
+]
+
+
+class _Strict(BaseModel):
+    """Base: unknown fields are errors (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SwitchModel(_Strict):
+    """A switch ASIC/box: physical ports, their speed and how they can be broken out."""
+
+    ports: PositiveInt = Field(description="physical front-panel ports")
+    port_gbps: PositiveInt = Field(description="speed of one physical port, Gbit/s")
+    breakouts: list[PositiveInt] = Field(
+        default=[1, 2, 4, 8], description="allowed ways to split one physical port"
+    )
+    lanes_per_port: PositiveInt = Field(
+        default=4, description="SerDes lanes per physical port (SONiC names ports by lane)"
+    )
+    latency_ns: NonNegativeInt = Field(default=800, description="port-to-port latency, ns")
+    buffer_mb: PositiveFloat = Field(default=114.0, description="shared packet buffer, MB")
+
+    @property
+    def capacity_gbps(self) -> int:
+        return self.ports * self.port_gbps
+
+
+#: Switch models every spec can name without defining them.
+BUILTIN_SWITCH_MODELS: dict[str, SwitchModel] = {
+    # 51.2 Tbit/s single chip, as in Alibaba HPN (128 x 400G).
+    "tomahawk5": SwitchModel(ports=128, port_gbps=400, lanes_per_port=4, latency_ns=800),
+    "tomahawk5-64x800g": SwitchModel(ports=64, port_gbps=800, lanes_per_port=8, latency_ns=800),
+    # 25.6 Tbit/s: 64 x 400G.
+    "tomahawk4": SwitchModel(ports=64, port_gbps=400, lanes_per_port=8, latency_ns=700,
+                             buffer_mb=64.0),
+    # 12.8 Tbit/s: 32 x 400G / 64 x 200G.
+    "tomahawk3": SwitchModel(ports=32, port_gbps=400, lanes_per_port=8, latency_ns=650,
+                             buffer_mb=64.0),
+}
+
+
+class Hosts(_Strict):
+    """The GPU servers and their backend (scale-out) NICs."""
+
+    count: PositiveInt | None = Field(default=None, description="active hosts")
+    gpus: PositiveInt | None = Field(default=None, description="active GPUs (instead of count)")
+    gpus_per_host: PositiveInt = 8
+    nics_per_host: PositiveInt = Field(default=8, description="backend NICs = rails")
+    ports_per_nic: PositiveInt = Field(default=1, description="ports per NIC (HPN: 2)")
+    port_gbps: PositiveInt = Field(default=400, description="speed of one NIC port, Gbit/s")
+    scaleup_gbps: PositiveFloat = Field(
+        default=3600.0, description="NVLink bandwidth per GPU per direction, Gbit/s"
+    )
+    scaleup: Literal["nvswitch", "mesh"] = Field(
+        default="nvswitch", description="intra-host scale-up wiring"
+    )
+    pcie_gbps: PositiveFloat = Field(
+        default=512.0, description="GPU<->NIC PCIe bandwidth per direction, Gbit/s"
+    )
+    backup_per_segment: NonNegativeInt = Field(
+        default=0, description="standby hosts wired into each segment"
+    )
+
+    @property
+    def nic_gbps(self) -> int:
+        return self.ports_per_nic * self.port_gbps
+
+
+class SwitchRole(_Strict):
+    """How one tier of switches uses its ports.
+
+    ``down_ports``/``up_ports`` are logical ports at ``down_gbps``/``up_gbps``; a down
+    speed below the model's port speed uses breakout (400G port -> 2 x 200G).
+    Unset values are derived by the family builder.
+    """
+
+    model: str = "tomahawk5"
+    down_ports: PositiveInt | None = None
+    up_ports: NonNegativeInt | None = None
+    down_gbps: PositiveInt | None = None
+    up_gbps: PositiveInt | None = None
+    count: PositiveInt | None = Field(
+        default=None, description="number of switches in the tier (derived if unset)"
+    )
+
+
+class ClosTopology(_Strict):
+    """2-tier leaf-spine Clos, any oversubscription; optionally rail-optimized."""
+
+    family: Literal["clos"]
+    leaf: SwitchRole = SwitchRole()
+    spine: SwitchRole = SwitchRole()
+    oversubscription: PositiveFloat = Field(
+        default=1.0, description="leaf down:up bandwidth, when leaf.up_ports is unset"
+    )
+    rail_optimized: bool = False
+
+
+class RailTopology(_Strict):
+    """Rail-optimized groups: NIC i of every host in a group goes to leaf i of the group."""
+
+    family: Literal["rail"]
+    leaf: SwitchRole = SwitchRole()
+    spine: SwitchRole = SwitchRole()
+    oversubscription: PositiveFloat = 1.0
+
+
+class SingleTorTopology(_Strict):
+    """The classic baseline: every port of a host to one ToR (DCN+-like small segments)."""
+
+    family: Literal["single_tor"]
+    tor: SwitchRole = SwitchRole()
+    agg: SwitchRole = SwitchRole()
+    core: SwitchRole = SwitchRole()
+    oversubscription: PositiveFloat = 1.0
+    hosts_per_tor: PositiveInt | None = Field(
+        default=None, description="hosts per ToR (a segment); derived from the ports if unset"
+    )
+    tors_per_pod: PositiveInt | None = Field(
+        default=None, description="ToRs under one agg set; more ToRs than this add a core tier"
+    )
+
+
+class FatTreeTopology(_Strict):
+    """3-tier k-ary fat-tree: pods of k/2 leaves + k/2 spines; spine i of every pod to core
+    group i."""
+
+    family: Literal["fat_tree"]
+    k: PositiveInt | None = Field(default=None, description="switch radix; default model ports")
+    switch: SwitchRole = SwitchRole()
+    rail_optimized: bool = True
+    pods: PositiveInt | None = Field(default=None, description="pods built (default: as needed)")
+
+
+class MultiplaneTopology(_Strict):
+    """Each rail (NIC port index) is its own independent 2-tier fat-tree (a plane)."""
+
+    family: Literal["multiplane"]
+    leaf: SwitchRole = SwitchRole()
+    spine: SwitchRole = SwitchRole()
+
+
+class HpnTopology(_Strict):
+    """Alibaba HPN: dual-ToR segments, dual-plane aggregation, pods over a core layer."""
+
+    family: Literal["hpn"]
+    planes: Literal[1, 2] = 2
+    hosts_per_segment: PositiveInt = Field(default=128, description="active hosts per segment")
+    segments_per_pod: PositiveInt | None = Field(
+        default=None, description="derived from the agg down ports if unset"
+    )
+    tor: SwitchRole = SwitchRole(up_ports=60)
+    agg: SwitchRole = SwitchRole(down_ports=120, up_ports=8)
+    core: SwitchRole | None = SwitchRole()
+
+
+Topology = Annotated[
+    ClosTopology
+    | RailTopology
+    | SingleTorTopology
+    | FatTreeTopology
+    | MultiplaneTopology
+    | HpnTopology,
+    Field(discriminator="family"),
+]
+
+
+class Latency(_Strict):
+    """Link latencies. Cable latency = length x ns per metre; switch latency is in the model."""
+
+    scaleup_ns: NonNegativeInt = Field(default=500, description="one NVLink hop")
+    pcie_ns: NonNegativeInt = Field(default=300, description="GPU<->NIC over PCIe")
+    cable_ns_per_m: PositiveFloat = Field(default=5.0, description="propagation in fibre/copper")
+    access_m: PositiveFloat = Field(default=3.0, description="host<->ToR cable length")
+    leaf_spine_m: PositiveFloat = Field(default=50.0, description="ToR<->agg cable length")
+    spine_core_m: PositiveFloat = Field(default=200.0, description="agg<->core cable length")
+
+
+Medium = Literal["dac", "aoc", "optic"]
+
+
+class Cabling(_Strict):
+    """Cable medium per tier: ``dac`` copper, ``aoc`` active optical, ``optic`` = two
+    transceivers + fibre."""
+
+    access: Medium = "aoc"
+    leaf_spine: Medium = "optic"
+    spine_core: Medium = "optic"
+
+
+class Addressing(_Strict):
+    """Address pools. One /32 per NIC (dual-ToR ports share it)."""
+
+    nic_pool: ipaddress.IPv4Network = Field(default=ipaddress.IPv4Network("10.0.0.0/8"))
+
+
+class Spec(_Strict):
+    """A GPU cluster, as a network architect describes it."""
+
+    name: str = "fabric"
+    description: str = ""
+    hosts: Hosts = Hosts()
+    switch_models: dict[str, SwitchModel] = Field(default_factory=dict)
+    topology: Topology
+    latency: Latency = Latency()
+    cabling: Cabling = Cabling()
+    addressing: Addressing = Addressing()
+    seed: int = Field(default=0, description="seed for every random choice downstream")
+
+    def switch_model(self, name: str) -> SwitchModel | None:
+        """The model called ``name``: the spec's own first, then the built-ins."""
+        return self.switch_models.get(name) or BUILTIN_SWITCH_MODELS.get(name)
+
+    def known_models(self) -> list[str]:
+        return sorted(set(self.switch_models) | set(BUILTIN_SWITCH_MODELS))

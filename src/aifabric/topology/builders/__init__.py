@@ -1,0 +1,44 @@
+"""Topology builders, one per family, registered by name (like Mininet's ``TOPOS``).
+
+A builder is a pure function ``Spec -> Fabric``: it never simulates, prints or writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aifabric.spec.models import Spec
+from aifabric.topology.fabric import Fabric
+
+__all__ = ["BUILDERS", "build_fabric", "register"]
+
+Builder = Callable[[Spec], Fabric]
+
+#: family name -> builder
+BUILDERS: dict[str, Builder] = {}
+
+
+def register(family: str) -> Callable[[Builder], Builder]:
+    """Register a builder under ``family`` (the value of ``topology.family``)."""
+
+    def deco(fn: Builder) -> Builder:
+        BUILDERS[family] = fn
+        return fn
+
+    return deco
+
+
+def build_fabric(spec: Spec) -> Fabric:
+    """Build the fabric described by ``spec`` (raises SpecError if it cannot be built)."""
+    return BUILDERS[spec.topology.family](spec)
+
+
+# the families register themselves on import
+from aifabric.topology.builders import (  # noqa: E402, F401
+    clos,
+    fat_tree,
+    hpn,
+    multiplane,
+    rail,
+    single_tor,
+)

@@ -1,0 +1,151 @@
+"""Alibaba HPN: non-stacked dual-ToR segments, dual-plane pods, a core layer over pods.
+
+* Every NIC has two ports (same IP); port a goes to ToR a, port b to ToR b of the
+  NIC's rail. A segment is 2 x rails ToRs with ``hosts_per_segment`` active hosts plus
+  ``hosts.backup_per_segment`` standby hosts (128 + 8 in HPN: 136 x 200G down-ports,
+  60 x 400G up-ports per ToR, 1.067:1).
+* Dual-plane (``planes: 2``): all a-ToRs form plane 0, all b-ToRs plane 1, and a ToR's
+  uplinks reach only the aggs of its plane. Single-plane (``planes: 1``): a ToR pair
+  shares one set of aggs, so an agg sees both ToRs of a pair as next hops (the source
+  of hash polarization); the rails are split in two agg groups (rails 0..R/2-1 and
+  R/2..R-1) so that the counts equal the dual-plane design.
+* Pod: ``segments_per_pod`` segments (15 in HPN: each agg reaches 120 ToRs of its
+  group), aggs with ``agg.down_ports`` down / ``agg.up_ports`` up (120/8 in HPN).
+* Core: agg ``a`` of every pod reaches core group ``a // m`` (see ``core_layer``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aifabric.errors import SpecError
+from aifabric.spec.models import HpnTopology, Spec
+from aifabric.topology._build import (
+    FabricBuilder,
+    active_hosts,
+    core_layer,
+    divisor_at_least,
+    fmt,
+    port_plan,
+    segment_hosts,
+)
+from aifabric.topology.builders import register
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+
+
+@register("hpn")
+def build_hpn(spec: Spec) -> Fabric:
+    topo = spec.topology
+    assert isinstance(topo, HpnTopology)
+    h = spec.hosts
+    if h.ports_per_nic != 2:
+        raise SpecError.at("hosts.ports_per_nic", f"HPN dual-ToR needs 2 ports per NIC "
+                           f"(got {h.ports_per_nic}); allowed: 2")
+    H = active_hosts(spec)
+    R = h.nics_per_host
+    hps, bk = topo.hosts_per_segment, h.backup_per_segment
+    planes = topo.planes
+    if planes == 1 and R % 2:
+        raise SpecError.at("hosts.nics_per_host", "single-plane HPN splits the rails into two "
+                           f"agg groups; allowed: an even number of rails (got {R})")
+    groups = 2  # dual-plane: one group per plane; single-plane: one per half of the rails
+    tors_per_seg_group = 2 * R // groups
+
+    # ToR ports
+    if topo.tor.down_ports is not None and topo.tor.down_ports < hps + bk:
+        raise SpecError.at("topology.tor.down_ports", f"{topo.tor.down_ports} cannot hold "
+                           f"{hps} active + {bk} backup hosts; allowed: >= {hps + bk}")
+    tor_up = topo.tor.up_ports if topo.tor.up_ports is not None else 60
+    if tor_up < 1:
+        raise SpecError.at("topology.tor.up_ports", "a ToR needs at least 1 uplink")
+    tor_plan = port_plan(spec, topo.tor, "topology.tor", n_down=topo.tor.down_ports or hps + bk,
+                         n_up=tor_up, down_gbps=h.port_gbps)
+    if tor_plan.down_gbps != h.port_gbps:
+        raise SpecError.at("topology.tor.down_gbps", f"{tor_plan.down_gbps}G ToR down-ports "
+                           f"do not match {h.port_gbps}G NIC ports; allowed: {h.port_gbps}")
+
+    # pods
+    agg_down = topo.agg.down_ports or 120
+    spp_max = agg_down // tors_per_seg_group
+    if spp_max < 1:
+        raise SpecError.at("topology.agg.down_ports", f"{agg_down} down ports cannot reach the "
+                           f"{tors_per_seg_group} ToRs of one segment in a plane; allowed: "
+                           f">= {tors_per_seg_group}")
+    spp = topo.segments_per_pod or spp_max
+    if spp > spp_max:
+        raise SpecError.at("topology.segments_per_pod", f"{spp} segments need aggs with "
+                           f"{spp * tors_per_seg_group} down ports (agg.down_ports is "
+                           f"{agg_down}); allowed: <= {spp_max}")
+    seg, slot, backup, names = segment_hosts(H, hps, bk)
+    S = int(seg[-1]) + 1
+    pods = -(-S // spp)
+    pod_of_seg = np.arange(S, dtype=np.int32) // spp
+
+    # aggs per group per pod: the fewest that give every ToR an equal share of its uplinks
+    tors_in_pod = min(spp, S) * tors_per_seg_group
+    A = topo.agg.count or divisor_at_least(tor_up, tors_in_pod * tor_up / agg_down)
+    if A is None or tor_up % A:
+        raise SpecError.at("topology.agg.count", f"{tor_up} ToR uplinks must spread evenly "
+                           f"over the aggs of a plane; allowed: a divisor of {tor_up}")
+    links_per_pair = tor_up // A
+    if tors_in_pod * links_per_pair > agg_down:
+        raise SpecError.at("topology.agg.count", f"{A} aggs per plane cannot take "
+                           f"{tors_in_pod} ToRs x {links_per_pair} links on {agg_down} ports")
+    use_core = topo.core is not None
+    if pods > 1 and not use_core:
+        raise SpecError.at("topology.core", f"{pods} pods need a core layer; allowed: a "
+                           "switch role (e.g. {model: tomahawk5}), or fewer hosts")
+    agg_up = (topo.agg.up_ports if topo.agg.up_ports is not None else 8) if use_core else 0
+    agg_plan = port_plan(spec, topo.agg, "topology.agg", n_down=agg_down, n_up=agg_up,
+                         down_gbps=tor_plan.up_gbps)
+    if agg_plan.down_gbps != tor_plan.up_gbps:
+        raise SpecError.at("topology.agg.down_gbps", f"must match the ToR uplinks "
+                           f"({tor_plan.up_gbps}G)")
+
+    fb = FabricBuilder(spec)
+    fb.meta.update(hosts_per_segment=hps, segments_per_pod=spp, planes=planes)
+    plane_of_port = (np.tile(np.arange(2), (R, 1)) if planes == 2 else np.zeros((R, 2), int))
+    hosts = fb.add_hosts(segment=seg, pod=pod_of_seg[seg], backup=backup, names=names,
+                         plane_of_port=plane_of_port)
+
+    # ToRs: (segment, rail, side)
+    s_i, r_i, d_i = np.meshgrid(np.arange(S), np.arange(R), np.arange(2), indexing="ij")
+    s_i, r_i, d_i = s_i.reshape(-1), r_i.reshape(-1), d_i.reshape(-1)
+    group = d_i if planes == 2 else r_i // (R // 2)
+    plane = d_i if planes == 2 else np.zeros_like(d_i)
+    tor = fb.add_switches(NodeKind.TOR, tor_plan,
+                          fmt("tor-s", (s_i, 2), "-r", r_i, "-", np.array(["a", "b"])[d_i]),
+                          pod=pod_of_seg[s_i], segment=s_i, rail=r_i, side=d_i, plane=plane,
+                          group=group, index=r_i * 2 + d_i).reshape(S, R, 2)
+
+    # access: NIC (h, r, side) -> ToR (seg(h), r, side), down port = host slot
+    Hn = len(seg)
+    nh = np.repeat(np.arange(Hn), R * 2)
+    nr = np.tile(np.repeat(np.arange(R), 2), Hn)
+    nd = np.tile(np.arange(2), Hn * R)
+    fb.connect_access(hosts.nic.reshape(-1), tor[seg[nh], nr, nd], slot[nh], tor_plan)
+
+    # aggs: (pod, group, A)
+    p_i, g_i, a_i = np.meshgrid(np.arange(pods), np.arange(groups), np.arange(A), indexing="ij")
+    p_i, g_i, a_i = p_i.reshape(-1), g_i.reshape(-1), a_i.reshape(-1)
+    label = np.array(["pl0", "pl1"] if planes == 2 else ["g0", "g1"])[g_i]
+    agg = fb.add_switches(NodeKind.AGG, agg_plan,
+                          fmt("agg-p", (p_i, 2), "-", label, "-", (a_i, 2)),
+                          pod=p_i, plane=g_i if planes == 2 else 0, group=g_i,
+                          index=a_i).reshape(pods, groups, A)
+    # ToR uplinks: full mesh to the aggs of (pod, group); rank = ToR's place in its group
+    tflat = tor.reshape(-1)
+    seg_in_pod = s_i - pod_of_seg[s_i] * spp
+    in_group = (r_i * 2 + d_i) if planes == 1 else r_i  # position among the group's ToRs
+    in_group = in_group - (group * R if planes == 1 else 0)
+    rank = seg_in_pod * tors_per_seg_group + in_group
+    fb.mesh(tflat, pod_of_seg[s_i] * groups + group, rank, agg.reshape(pods * groups, A),
+            tor_up, tor_plan, agg_plan, LinkKind.LEAF_SPINE)
+
+    if use_core:
+        assert topo.core is not None
+        core_plan = port_plan(spec, topo.core, "topology.core", n_down=topo.core.down_ports,
+                              n_up=0, down_gbps=agg_plan.up_gbps)
+        core_layer(fb, agg, agg_plan, core_plan,
+                   group_plane=np.arange(groups) if planes == 2 else np.zeros(groups, int))
+    return fb.build(spec.name, "hpn")
