@@ -16,7 +16,7 @@ def test_every_top_level_and_host_field_is_documented():
     for name in models.Hosts.model_fields:
         assert f"`hosts.{name}`" in DOC, name
     for group, model in (("latency", models.Latency), ("cabling", models.Cabling),
-                         ("addressing", models.Addressing)):
+                         ("addressing", models.Addressing), ("routing", models.Routing)):
         for name in model.model_fields:
             assert f"`{group}.{name}`" in DOC, name
 

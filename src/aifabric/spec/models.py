@@ -24,6 +24,7 @@ __all__ = [
     "Latency",
     "MultiplaneTopology",
     "RailTopology",
+    "Routing",
     "SingleTorTopology",
     "Spec",
     "SwitchModel",
@@ -226,6 +227,34 @@ class Addressing(_Strict):
     nic_pool: ipaddress.IPv4Network = Field(default=ipaddress.IPv4Network("10.0.0.0/8"))
 
 
+HashField = Literal["src_ip", "dst_ip", "protocol", "src_port", "dst_port"]
+
+
+class Routing(_Strict):
+    """How switches and NICs spread flows: the fabric-wide routing policy.
+
+    Scenarios may override it; switch configurations take their ECMP hash settings
+    (function, fields, seed) from here.
+    """
+
+    policy: Literal["ecmp", "spray", "adaptive", "source_port", "pinned"] = "ecmp"
+    hash: Literal["crc32", "crc32c", "crc16_ccitt", "xor"] = Field(
+        default="crc32", description="switch ECMP hash function")
+    hash_fields: list[HashField] = Field(
+        default=["src_ip", "dst_ip", "protocol", "src_port", "dst_port"],
+        description="header fields fed to the hash")
+    seed: int = Field(default=0, description="ECMP hash seed")
+    seed_mode: Literal["same", "per_switch"] = Field(
+        default="same", description="same seed on every switch (polarizes) or one per switch")
+    selection: Literal["mod", "table"] = Field(
+        default="mod", description="member = hash mod n, or through a fixed-size member table")
+    table_size: PositiveInt = Field(default=256, description="member-table entries")
+    qps_per_connection: PositiveInt = Field(
+        default=1, description="NCCL QPs per connection (each QP is a flow)")
+    nic_port_choice: Literal["hash", "round_robin"] = Field(
+        default="hash", description="dual-port NICs: which port a QP uses")
+
+
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -237,6 +266,7 @@ class Spec(_Strict):
     latency: Latency = Latency()
     cabling: Cabling = Cabling()
     addressing: Addressing = Addressing()
+    routing: Routing = Routing()
     seed: int = Field(default=0, description="seed for every random choice downstream")
 
     def switch_model(self, name: str) -> SwitchModel | None:
