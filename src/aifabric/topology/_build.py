@@ -148,6 +148,11 @@ class HostIds:
     gpu: np.ndarray  # (H, G)
     nic: np.ndarray  # (H, N, P)
 
+    def port_grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(host, NIC, port) index of every NIC port, in the order of ``nic.reshape(-1)``."""
+        h, n, p = np.meshgrid(*(np.arange(d) for d in self.nic.shape), indexing="ij")
+        return h.reshape(-1), n.reshape(-1), p.reshape(-1)
+
 
 class FabricBuilder:
     """Accumulates node and link blocks, then concatenates them into a :class:`Fabric`."""

@@ -45,10 +45,7 @@ def wire_leaves(fb: FabricBuilder, spec: Spec, role: SwitchRole, path: str, *,
     pod_of_seg = (np.zeros(S, dtype=np.int32) if segments_per_pod is None
                   else np.arange(S, dtype=np.int32) // segments_per_pod)
     hosts = fb.add_hosts(segment=seg, pod=pod_of_seg[seg], backup=backup, names=names)
-    Hn = len(seg)
-    nh = np.repeat(np.arange(Hn), N * P)
-    ni = np.tile(np.repeat(np.arange(N), P), Hn)
-    npp = np.tile(np.arange(P), Hn * N)
+    nh, ni, npp = hosts.port_grid()
     if rail:
         s_i, r_i = np.meshgrid(np.arange(S), np.arange(N), indexing="ij")
         s_i, r_i = s_i.reshape(-1), r_i.reshape(-1)

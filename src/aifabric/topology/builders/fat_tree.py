@@ -81,10 +81,7 @@ def build_fat_tree(spec: Spec) -> Fabric:
     leaves = fb.add_switches(NodeKind.TOR, leaf_plan,
                              fmt("leaf-p", (p_i, 2), "-", (l_i, 2)), pod=p_i,
                              segment=lseg, rail=lrail, index=l_i).reshape(pods, half)
-    Hn = len(seg)
-    nh = np.repeat(np.arange(Hn), N * P)
-    ni = np.tile(np.repeat(np.arange(N), P), Hn)
-    npp = np.tile(np.arange(P), Hn * N)
+    nh, ni, npp = hosts.port_grid()
     hseg = seg[nh]
     hpod, sip = pod_of_seg[hseg], hseg % segs_per_pod
     if rail:

@@ -119,10 +119,7 @@ def build_hpn(spec: Spec) -> Fabric:
                           group=group, index=r_i * 2 + d_i).reshape(S, R, 2)
 
     # access: NIC (h, r, side) -> ToR (seg(h), r, side), down port = host slot
-    Hn = len(seg)
-    nh = np.repeat(np.arange(Hn), R * 2)
-    nr = np.tile(np.repeat(np.arange(R), 2), Hn)
-    nd = np.tile(np.arange(2), Hn * R)
+    nh, nr, nd = hosts.port_grid()
     fb.connect_access(hosts.nic.reshape(-1), tor[seg[nh], nr, nd], slot[nh], tor_plan)
 
     # aggs: (pod, group, A)

@@ -45,9 +45,8 @@ def build_multiplane(spec: Spec) -> Fabric:
     leaves = fb.add_switches(NodeKind.TOR, plan, fmt("leaf-pl", pl_i, "-s", (s_i, 2)),
                              plane=pl_i, segment=s_i, pod=0, rail=pl_i // P, group=pl_i,
                              index=s_i)
-    Hn = len(seg)
-    nh = np.repeat(np.arange(Hn), planes)
-    npl = np.tile(np.arange(planes), Hn)
+    nh, ni, npp = hosts.port_grid()
+    npl = ni * P + npp
     fb.connect_access(hosts.nic.reshape(-1), leaves[npl * L + seg[nh]], slot[nh], plan)
     spine_layer(fb, spec, leaves=leaves, leaf_group=pl_i, leaf_rank=s_i, leaves_per_group=L,
                 groups=planes, leaf_plan_=plan, role=topo.spine, path="topology.spine",
