@@ -12,6 +12,7 @@ import typer
 
 from aifabric.cli import export as _export
 from aifabric.cli import plan as _plan
+from aifabric.cli import route as _route
 from aifabric.cli._common import err_console
 from aifabric.errors import SpecError
 
@@ -26,6 +27,7 @@ app = typer.Typer(
 )
 app.command("plan")(_plan.plan)
 app.command("export")(_export.export)
+app.command("route")(_route.route_cmd)
 
 
 def main() -> None:
