@@ -32,3 +32,21 @@ def test_every_switch_and_topology_field_is_documented():
         for name in cls.model_fields:
             if name != "family":
                 assert f"topology.{name}" in DOC, (cls.__name__, name)
+
+
+def test_every_deploy_field_is_documented():
+    """Every field of spec.deploy, nested ones included, has a row in docs/spec.md."""
+    from aifabric.spec import deploy
+
+    def walk(model: type[BaseModel], prefix: str):
+        for name, field in model.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                yield from walk(ann, f"{prefix}.{name}")
+            else:
+                yield f"{prefix}.{name}"
+
+    paths = list(walk(deploy.Deploy, "deploy"))
+    assert len(paths) > 40
+    for path in paths:
+        assert f"`{path}`" in DOC, path

@@ -10,6 +10,8 @@ import sys
 
 import typer
 
+from aifabric.cli import build as _build
+from aifabric.cli import check as _check
 from aifabric.cli import export as _export
 from aifabric.cli import plan as _plan
 from aifabric.cli import route as _route
@@ -28,6 +30,8 @@ app = typer.Typer(
 app.command("plan")(_plan.plan)
 app.command("export")(_export.export)
 app.command("route")(_route.route_cmd)
+app.command("build")(_build.build_cmd)
+app.command("check")(_check.check_cmd)
 
 
 def main() -> None:

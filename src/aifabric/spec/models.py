@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
+from aifabric.spec.deploy import Deploy
+
 __all__ = [
     "BUILTIN_SWITCH_MODELS",
     "Addressing",
@@ -267,6 +269,7 @@ class Spec(_Strict):
     cabling: Cabling = Cabling()
     addressing: Addressing = Addressing()
     routing: Routing = Routing()
+    deploy: Deploy = Deploy()
     seed: int = Field(default=0, description="seed for every random choice downstream")
 
     def switch_model(self, name: str) -> SwitchModel | None:

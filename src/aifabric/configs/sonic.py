@@ -1,0 +1,331 @@
+"""SONiC ``config_db.json`` of every switch: ports, addresses, neighbours, RoCE QoS.
+
+One switch's CONFIG_DB holds DEVICE_METADATA, PORT, INTERFACE, LOOPBACK_INTERFACE,
+DEVICE_NEIGHBOR, BGP_NEIGHBOR, the QoS maps (DSCP_TO_TC_MAP, TC_TO_PRIORITY_GROUP_MAP,
+TC_TO_QUEUE_MAP, MAP_PFC_PRIORITY_TO_QUEUE), PORT_QOS_MAP, WRED_PROFILE, SCHEDULER,
+QUEUE, BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG, BUFFER_QUEUE, CABLE_LENGTH, PFC_WD,
+SWITCH_HASH and FLEX_COUNTER_TABLE; ToRs add the host VLAN with proxy ARP and the
+anycast gateway (SAG), HPN ToRs one LACP PortChannel per host port with the pair's
+shared system MAC.
+
+QoS goes on **every port that has a neighbour** (SONiC's buffer and QoS managers skip
+a port without DEVICE_NEIGHBOR, a classic silent misconfiguration), so every such
+port gets both a DEVICE_NEIGHBOR and a PORT_QOS_MAP entry.
+
+``lossless``: PFC on the RoCE traffic class, ECN/WRED on its queue, lossless
+priority-group buffers sized by port speed and cable length, PFC watchdog.
+``lossy``: ECN on the RoCE queue, no PFC, no headroom, no watchdog.
+
+All values are CONFIG_DB strings; :mod:`aifabric.configs.yang` turns a document into
+the typed YANG JSON form for validation.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from typing import Any
+
+import numpy as np
+
+from aifabric.configs._ports import Endpoints
+from aifabric.configs.addressing import AddressPlan
+from aifabric.topology import Fabric, LinkKind, NodeKind
+
+__all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "headroom_bytes", "render_config_db"]
+
+MAP_NAME = "AIFABRIC"
+DEVICE_TYPE = {NodeKind.TOR: "ToRRouter", NodeKind.AGG: "LeafRouter",
+               NodeKind.CORE: "SpineRouter"}
+_HASH_FIELD = {"src_ip": "SRC_IP", "dst_ip": "DST_IP", "protocol": "IP_PROTOCOL",
+               "src_port": "L4_SRC_PORT", "dst_port": "L4_DST_PORT"}
+#: routing.hash -> SONiC's hash-algorithm enum (SONiC has no CRC-32C: the ASIC's CRC)
+_HASH_ALGO = {"crc32": "CRC_32LO", "crc32c": "CRC", "crc16_ccitt": "CRC_CCITT", "xor": "XOR"}
+
+
+def headroom_bytes(speed_gbps: float, cable_m: float, mtu: int, ns_per_m: float,
+                   response_ns: int) -> tuple[int, int]:
+    """PFC headroom of one lossless priority group: ``(xoff, xon)`` in bytes.
+
+    XOFF covers what is still in flight after the switch sends PAUSE: the round trip
+    on the cable (2 x length x ns/m) plus the peer's response time, at line rate, plus
+    one MTU being sent by each end when the threshold was crossed. XON is 2 MTUs.
+    Both are rounded up to 256-byte cells.
+    """
+    bytes_per_ns = speed_gbps / 8.0
+    inflight = bytes_per_ns * (2 * cable_m * ns_per_m + response_ns)
+    xoff = int(math.ceil((inflight + 2 * mtu) / 256.0) * 256)
+    xon = int(math.ceil(2 * mtu / 256.0) * 256)
+    return xoff, xon
+
+
+def _ranges(values: list[int]) -> list[str]:
+    """``[0, 1, 2, 4, 5, 7] -> ["0-2", "4-5", "7"]``."""
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return out
+
+
+def mac_of(loopback: int) -> str:
+    """A locally administered, unique switch MAC derived from its loopback."""
+    b = [0x02, 0xAF, (loopback >> 24) & 255, (loopback >> 16) & 255, (loopback >> 8) & 255,
+         loopback & 255]
+    return ":".join(f"{x:02x}" for x in b)
+
+
+def hash_seed(f: Fabric, node: int) -> int:
+    """The ECMP hash seed of a switch: ``routing.seed`` everywhere (``same``) or mixed
+    with the switch name (``per_switch``), 24 bits."""
+    r = f.spec.routing
+    if r.seed_mode == "same":
+        return r.seed & 0xFFFFFF
+    return (r.seed ^ zlib.crc32(str(f.nodes.name[node]).encode())) & 0xFFFFFF
+
+
+class SwitchContext:
+    """What every switch renderer shares: the fabric, its address plan and endpoints."""
+
+    def __init__(self, plan: AddressPlan, ends: Endpoints | None = None):
+        self.plan = plan
+        self.f = plan.fabric
+        self.ends = ends or Endpoints.of(plan)
+        spec = self.f.spec
+        self.dep = spec.deploy
+        self.lossless = self.dep.qos.mode == "lossless"
+        self.hpn = self.f.family == "hpn"
+        e = self.ends
+        # per-row strings computed once
+        self.port_name = e.port_name.tolist()
+        self.peer_device = e.peer_device.tolist()
+        self.peer_port = e.peer_port_name.tolist()
+        self.local_ip = e.local_ip_str.tolist()
+        self.peer_ip = e.peer_ip_str.tolist()
+        self.speed = (e.speed_gbps * 1000).astype(np.int64).tolist()
+        self.lanes = e.lanes.tolist()
+        self.ports = e.port.tolist()
+        self.kind = e.kind.tolist()
+        self.length_class = e.length_class.tolist()
+        self.peer_asn = self.plan.asn[e.peer].tolist()
+        self.peer_node = e.peer.tolist()
+        self.nic_ip = self.f.nodes.ip[e.peer].tolist()
+
+    def portchannel(self, row: int) -> str:
+        """HPN: the LACP PortChannel of a host-facing ToR port (one per host port)."""
+        return f"PortChannel{self.ports[row] + 1}"
+
+    def lacp_port_id(self, row: int) -> int:
+        """HPN: the LACP port ID of a host-facing port: ToR b's IDs start above ToR a's
+        by ``deploy.hpn.lacp_port_id_offset`` so the host's bond sees distinct IDs."""
+        side = int(self.f.nodes.side[self.ends.node[row]])
+        return self.ports[row] + 1 + max(side, 0) * self.dep.hpn.lacp_port_id_offset
+
+
+def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
+    """The CONFIG_DB of switch ``node`` as a dict of tables (all values strings)."""
+    f, plan, dep = ctx.f, ctx.plan, ctx.dep
+    qos = dep.qos
+    nodes = f.nodes
+    name = str(nodes.name[node])
+    kind = NodeKind(int(nodes.kind[node]))
+    model_name, model = f.models[int(nodes.model[node])]
+    rows = range(int(ctx.ends.start[node]), int(ctx.ends.stop[node]))
+    lo = int(plan.loopback[node])
+    lo_str = ".".join(str((lo >> s) & 255) for s in (24, 16, 8, 0))
+    mtu = str(dep.mtu.switch)
+    db: dict[str, Any] = {}
+    meta = {
+        "hostname": name, "bgp_asn": str(int(plan.asn[node])), "type": DEVICE_TYPE[kind],
+        "hwsku": model_name, "mac": mac_of(lo), "docker_routing_config_mode": "split",
+        "buffer_model": "traditional",
+        "default_pfcwd_status": "enable" if ctx.lossless and qos.pfc_watchdog.enabled
+        else "disable",
+    }
+    db["DEVICE_METADATA"] = {"localhost": meta}
+    db["LOOPBACK_INTERFACE"] = {"Loopback0": {}, f"Loopback0|{lo_str}/32": {}}
+
+    port: dict[str, Any] = {}
+    interface: dict[str, Any] = {}
+    neighbor: dict[str, Any] = {}
+    bgp: dict[str, Any] = {}
+    cable: dict[str, str] = {}
+    qos_map: dict[str, Any] = {}
+    queue: dict[str, Any] = {}
+    buf_pg: dict[str, Any] = {}
+    buf_q: dict[str, Any] = {}
+    pfc_wd: dict[str, Any] = {}
+    pc: dict[str, Any] = {}
+    pc_member: dict[str, Any] = {}
+    vlan_member: dict[str, Any] = {}
+    profiles: dict[str, dict[str, str]] = {}
+    lpp = int(model.lanes_per_port)
+    roce, cnp = qos.roce_tc, qos.cnp_tc
+    other_q = _ranges([q for q in range(8) if q not in (roce, cnp)])
+    lossy_pg = _ranges([q for q in range(8) if q != roce]) if ctx.lossless else ["0-7"]
+    lat = f.spec.latency
+    headroom_total = 0
+    for r in rows:
+        pn = ctx.port_name[r]
+        lane = ctx.ports[r]
+        nl = ctx.lanes[r]
+        spd = ctx.speed[r]
+        phys = lane // lpp
+        sub = (lane % lpp) // max(nl, 1)
+        alias = f"etp{phys + 1}" + (chr(ord("a") + sub) if nl < lpp else "")
+        peer, pport = ctx.peer_device[r], ctx.peer_port[r]
+        port[pn] = {"lanes": ",".join(str(x) for x in range(lane, lane + nl)),
+                    "speed": str(spd), "mtu": mtu, "admin_status": "up", "alias": alias,
+                    "index": str(phys + 1), "fec": "rs", "description": f"{peer}:{pport}"}
+        neighbor[pn] = {"name": peer, "port": pport}
+        cable[pn] = f"{ctx.length_class[r]}m"
+        if ctx.kind[r] == LinkKind.ACCESS:
+            if ctx.hpn:
+                pcn = ctx.portchannel(r)
+                pc[pcn] = {"admin_status": "up", "mtu": mtu, "min_links": "1",
+                           "lacp_key": "auto", "fast_rate": "true",
+                           "system_mac": dep.hpn.lacp_system_mac.lower(),
+                           "description": f"{peer}:{pport}"}
+                pc_member[f"{pcn}|{pn}"] = {}
+                vlan_member[f"Vlan{dep.nic.host_vlan}|{pcn}"] = {"tagging_mode": "untagged"}
+            else:
+                vlan_member[f"Vlan{dep.nic.host_vlan}|{pn}"] = {"tagging_mode": "untagged"}
+        else:
+            interface[pn] = {}
+            interface[f"{pn}|{ctx.local_ip[r]}/31"] = {}
+            bgp[ctx.peer_ip[r]] = {"asn": str(ctx.peer_asn[r]), "name": peer,
+                                   "local_addr": ctx.local_ip[r], "admin_status": "up",
+                                   "keepalive": "3", "holdtime": "9"}
+        m = {"dscp_to_tc_map": MAP_NAME, "tc_to_queue_map": MAP_NAME,
+             "tc_to_pg_map": MAP_NAME}
+        if ctx.lossless:
+            m.update(pfc_to_queue_map=MAP_NAME, pfc_enable=str(roce), pfcwd_sw_enable=str(roce))
+        qos_map[pn] = m
+        queue[f"{pn}|{roce}"] = {"scheduler": "scheduler.roce", "wred_profile": "AIFABRIC_ECN"}
+        queue[f"{pn}|{cnp}"] = {"scheduler": "scheduler.cnp"}
+        for qr in other_q:
+            queue[f"{pn}|{qr}"] = {"scheduler": "scheduler.default"}
+        ingress_lossy = "ingress_lossy_profile"
+        for pr in lossy_pg:
+            buf_pg[f"{pn}|{pr}"] = {"profile": ingress_lossy}
+        if ctx.lossless:
+            length = float(ctx.length_class[r])
+            prof = f"pg_lossless_{spd}_{ctx.length_class[r]}m_profile"
+            if prof not in profiles:
+                xoff, xon = headroom_bytes(spd / 1000, length, dep.mtu.switch,
+                                           lat.cable_ns_per_m, qos.pfc_response_ns)
+                profiles[prof] = {"pool": "ingress_lossless_pool", "xon": str(xon),
+                                  "xoff": str(xoff), "size": str(xon + xoff),
+                                  "dynamic_th": "0"}
+            headroom_total += int(profiles[prof]["xoff"])
+            buf_pg[f"{pn}|{roce}"] = {"profile": prof}
+            buf_q[f"{pn}|{roce}"] = {"profile": "egress_lossless_profile"}
+            for qr in _ranges([q for q in range(8) if q != roce]):
+                buf_q[f"{pn}|{qr}"] = {"profile": "egress_lossy_profile"}
+            if qos.pfc_watchdog.enabled:
+                pfc_wd[pn] = {"action": qos.pfc_watchdog.action,
+                              "detection_time": str(qos.pfc_watchdog.detection_ms),
+                              "restoration_time": str(qos.pfc_watchdog.restoration_ms)}
+        else:
+            buf_q[f"{pn}|0-7"] = {"profile": "egress_lossy_profile"}
+
+    db["PORT"] = port
+    if interface:
+        db["INTERFACE"] = interface
+    db["DEVICE_NEIGHBOR"] = neighbor
+    if bgp:
+        db["BGP_NEIGHBOR"] = bgp
+    if vlan_member:
+        v = f"Vlan{dep.nic.host_vlan}"
+        db["VLAN"] = {v: {"vlanid": str(dep.nic.host_vlan), "mtu": mtu, "admin_status": "up",
+                          "description": "hosts (proxy ARP, anycast gateway)"}}
+        db["VLAN_MEMBER"] = vlan_member
+        db["VLAN_INTERFACE"] = {v: {"proxy_arp": "enabled", "static_anycast_gateway": "true"},
+                                f"{v}|{plan.gateway_str}/{plan.gateway_prefixlen}": {}}
+        db["SAG"] = {"GLOBAL": {"gateway_mac": dep.nic.gateway_mac.lower()}}
+    if pc:
+        db["PORTCHANNEL"] = pc
+        db["PORTCHANNEL_MEMBER"] = pc_member
+
+    # --- QoS: maps
+    dscp = {str(d): "0" for d in range(64)}
+    dscp[str(qos.roce_dscp)] = str(roce)
+    dscp[str(qos.cnp_dscp)] = str(cnp)
+    db["DSCP_TO_TC_MAP"] = {MAP_NAME: dscp}
+    db["TC_TO_QUEUE_MAP"] = {MAP_NAME: {str(t): str(t) for t in range(8)}}
+    db["TC_TO_PRIORITY_GROUP_MAP"] = {MAP_NAME: {str(t): (str(t) if t == roce and ctx.lossless
+                                                          else "0") for t in range(8)}}
+    if ctx.lossless:
+        db["MAP_PFC_PRIORITY_TO_QUEUE"] = {MAP_NAME: {str(t): str(t) for t in range(8)}}
+    db["PORT_QOS_MAP"] = qos_map
+    e = qos.ecn
+    db["WRED_PROFILE"] = {"AIFABRIC_ECN": {
+        "wred_green_enable": "true", "wred_yellow_enable": "true", "wred_red_enable": "true",
+        "ecn": "ecn_all",
+        "green_min_threshold": str(e.min_threshold_bytes),
+        "green_max_threshold": str(e.max_threshold_bytes),
+        "green_drop_probability": str(e.max_mark_percent),
+        "yellow_min_threshold": str(e.min_threshold_bytes),
+        "yellow_max_threshold": str(e.max_threshold_bytes),
+        "yellow_drop_probability": str(e.max_mark_percent),
+        "red_min_threshold": str(e.min_threshold_bytes),
+        "red_max_threshold": str(e.max_threshold_bytes),
+        "red_drop_probability": str(e.max_mark_percent)}}
+    db["SCHEDULER"] = {
+        "scheduler.roce": {"type": "DWRR", "weight": str(qos.roce_weight_percent)},
+        "scheduler.default": {"type": "DWRR", "weight": str(100 - qos.roce_weight_percent)},
+        "scheduler.cnp": {"type": "STRICT"},
+    }
+    db["QUEUE"] = queue
+
+    # --- buffers
+    total = int(model.buffer_mb * 1_000_000)
+    if ctx.lossless:
+        shared = max(total - headroom_total, total // 4)
+        db["BUFFER_POOL"] = {
+            "ingress_lossless_pool": {"type": "ingress", "mode": "dynamic", "size": str(shared),
+                                      "xoff": str(min(headroom_total, total - shared))},
+            "egress_lossless_pool": {"type": "egress", "mode": "static", "size": str(total)},
+            "egress_lossy_pool": {"type": "egress", "mode": "dynamic", "size": str(shared)},
+        }
+        base_profiles = {
+            "ingress_lossy_profile": {"pool": "ingress_lossless_pool", "size": "0",
+                                      "dynamic_th": "3"},
+            "egress_lossless_profile": {"pool": "egress_lossless_pool", "size": "0",
+                                        "static_th": str(total)},
+            "egress_lossy_profile": {"pool": "egress_lossy_pool", "size": "1518",
+                                     "dynamic_th": "3"},
+        }
+    else:
+        db["BUFFER_POOL"] = {
+            "ingress_lossy_pool": {"type": "ingress", "mode": "dynamic", "size": str(total)},
+            "egress_lossy_pool": {"type": "egress", "mode": "dynamic", "size": str(total)},
+        }
+        base_profiles = {
+            "ingress_lossy_profile": {"pool": "ingress_lossy_pool", "size": "0",
+                                      "dynamic_th": "3"},
+            "egress_lossy_profile": {"pool": "egress_lossy_pool", "size": "1518",
+                                     "dynamic_th": "3"},
+        }
+    db["BUFFER_PROFILE"] = {**base_profiles, **dict(sorted(profiles.items()))}
+    db["BUFFER_PG"] = buf_pg
+    db["BUFFER_QUEUE"] = buf_q
+    db["CABLE_LENGTH"] = {MAP_NAME: cable}
+    if pfc_wd:
+        db["PFC_WD"] = {"GLOBAL": {"POLL_INTERVAL": str(qos.pfc_watchdog.poll_interval_ms)},
+                        **pfc_wd}
+
+    # --- ECMP hashing from the routing policy
+    rt = f.spec.routing
+    db["SWITCH_HASH"] = {"GLOBAL": {
+        "ecmp_hash": [_HASH_FIELD[h] for h in rt.hash_fields],
+        "ecmp_hash_algorithm": _HASH_ALGO[rt.hash]}}
+    db["SWITCH"] = {"switch": {"ecmp_hash_seed": str(hash_seed(f, node))}}
+    db["FLEX_COUNTER_TABLE"] = {g: {"FLEX_COUNTER_STATUS": "enable"} for g in
+                                ("PORT", "QUEUE", "PG_WATERMARK", "QUEUE_WATERMARK")
+                                + (("PFCWD",) if pfc_wd else ())}
+    return db

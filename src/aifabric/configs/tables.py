@@ -1,0 +1,165 @@
+"""Fabric-wide tables: the cabling plan, the address and ASN plan, the bill of materials.
+
+All three are CSV, built column by column with numpy string operations (no Python
+loop over links), sorted deterministically.
+
+* ``cabling.csv``: one row per cabled link: tier, a-end device/port (the lower end),
+  b-end device/port, speed, medium, length and length class, and the cable it rides on
+  (a breakout cable serves every logical port of one physical switch port).
+* ``addressing.csv``: one row per interface address: switch loopbacks, both ends of
+  every point-to-point /31, every NIC /32, every ToR's anycast gateway; with the ASN of
+  switches.
+* ``bom.csv``: switches per tier and model, hosts, GPUs, NICs, cables per tier,
+  medium, speed and length class, transceivers.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+
+from aifabric.configs._ports import LENGTH_CLASSES_M, Endpoints, device_names, port_names
+from aifabric.configs.addressing import AddressPlan, ip_str
+from aifabric.topology import LinkKind, Medium, NodeKind
+from aifabric.topology._build import fmt
+
+__all__ = ["addressing_csv", "bom_csv", "cabling_csv"]
+
+
+def _join(cols: list[np.ndarray], header: list[str]) -> str:
+    if len(cols[0]) == 0:
+        return ",".join(header) + "\n"
+    line = cols[0].astype(np.str_)
+    for c in cols[1:]:
+        line = np.strings.add(np.strings.add(line, ","), np.asarray(c).astype(np.str_))
+    return ",".join(header) + "\n" + "\n".join(line.tolist()) + "\n"
+
+
+def _labels(values: np.ndarray, table: dict[int, str]) -> np.ndarray:
+    lut = np.array([table.get(i, "") for i in range(max(table) + 1)])
+    return lut[values]
+
+
+def cabling_csv(plan: AddressPlan, ends: Endpoints) -> str:
+    f = plan.fabric
+    li = f.links
+    cab = np.flatnonzero(li.kind >= LinkKind.ACCESS)
+    a, b = li.a[cab], li.b[cab]
+    tier = _labels(li.kind[cab], {k.value: k.label for k in LinkKind})
+    medium = _labels(li.medium[cab], {m.value: m.label for m in Medium})
+    lengths = np.zeros(len(cab))
+    lat = f.spec.latency
+    for k, m in ((LinkKind.ACCESS, lat.access_m), (LinkKind.LEAF_SPINE, lat.leaf_spine_m),
+                 (LinkKind.SPINE_CORE, lat.spine_core_m)):
+        lengths[li.kind[cab] == k] = m
+    classes = np.array(LENGTH_CLASSES_M)
+    lclass = classes[np.minimum(np.searchsorted(classes, lengths - 1e-9), len(classes) - 1)]
+    # the cable: the b-end's physical port for DAC/AOC (breakout tails share it), else
+    # one fibre per link
+    bphys = f.physical_port(b, li.b_port[cab])
+    bdev = device_names(f, b)
+    cable = np.where(np.isin(li.medium[cab], (Medium.DAC, Medium.AOC)),
+                     fmt(bdev, "/p", bphys + 1), fmt("fibre-", cab))
+    cols = [cab, tier, device_names(f, a), port_names(f, a, li.a_port[cab]), bdev,
+            port_names(f, b, li.b_port[cab]), li.capacity_gbps[cab, 0].astype(np.int64),
+            medium, np.char.mod("%g", lengths), fmt(lclass, "m"), cable]
+    return _join(cols, ["link", "tier", "a_device", "a_port", "b_device", "b_port",
+                        "speed_gbps", "medium", "length_m", "length_class", "cable"])
+
+
+def addressing_csv(plan: AddressPlan, ends: Endpoints) -> str:
+    f = plan.fabric
+    nodes = f.nodes
+    sw = plan.switches
+    li = f.links
+    p = plan.p2p
+    nic = f.ids(NodeKind.NIC)
+    first_port = nic[np.unique(nodes.ip[nic], return_index=True)[1]]  # one row per NIC
+    first_port = np.sort(first_port)
+    bonded = f.spec.hosts.ports_per_nic > 1
+    nic_if = (fmt("bond", nodes.rail[first_port]) if bonded
+              else port_names(f, first_port, np.zeros(len(first_port), dtype=np.int32)))
+    tors = f.ids(NodeKind.TOR)
+    empty = lambda n: np.full(n, "", dtype="<U1")  # noqa: E731
+    parts = [
+        # device, interface, address, prefixlen, kind, asn, peer device, peer interface
+        (nodes.name[sw], np.full(len(sw), "Loopback0"), ip_str(plan.loopback[sw]),
+         np.full(len(sw), 32), np.full(len(sw), "loopback"), plan.asn[sw].astype(np.str_),
+         empty(len(sw)), empty(len(sw))),
+        (nodes.name[li.a[p]], port_names(f, li.a[p], li.a_port[p]), ip_str(plan.p2p_a[p]),
+         np.full(len(p), 31), np.full(len(p), "p2p"), plan.asn[li.a[p]].astype(np.str_),
+         nodes.name[li.b[p]], port_names(f, li.b[p], li.b_port[p])),
+        (nodes.name[li.b[p]], port_names(f, li.b[p], li.b_port[p]), ip_str(plan.p2p_b[p]),
+         np.full(len(p), 31), np.full(len(p), "p2p"), plan.asn[li.b[p]].astype(np.str_),
+         nodes.name[li.a[p]], port_names(f, li.a[p], li.a_port[p])),
+        (device_names(f, first_port), nic_if, ip_str(nodes.ip[first_port]),
+         np.full(len(first_port), 32), np.full(len(first_port), "nic"), empty(len(first_port)),
+         empty(len(first_port)), empty(len(first_port))),
+        (nodes.name[tors], np.full(len(tors), f"Vlan{f.spec.deploy.nic.host_vlan}"),
+         np.full(len(tors), plan.gateway_str), np.full(len(tors), plan.gateway_prefixlen),
+         np.full(len(tors), "anycast_gateway"), plan.asn[tors].astype(np.str_),
+         empty(len(tors)), empty(len(tors))),
+    ]
+    cols = [np.concatenate([np.asarray(part[i]).astype(np.str_) for part in parts])
+            for i in range(8)]
+    return _join(cols, ["device", "interface", "address", "prefixlen", "kind", "asn",
+                        "peer_device", "peer_interface"])
+
+
+def bom_csv(plan: AddressPlan, ends: Endpoints) -> str:
+    f = plan.fabric
+    nodes, li = f.nodes, f.links
+    h = f.spec.hosts
+    rows: list[list[str | int]] = []
+    for k in (NodeKind.TOR, NodeKind.AGG, NodeKind.CORE):
+        ids = f.ids(k)
+        for mi in np.unique(nodes.model[ids]):
+            name, model = f.models[int(mi)]
+            n = int((nodes.model[ids] == mi).sum())
+            rows.append(["switch", k.label, name, f"{model.ports}x{model.port_gbps}G", "", n])
+    hosts = f.ids(NodeKind.HOST)
+    backup = int(nodes.backup[hosts].sum())
+    rows.append(["server", "active", f"{h.gpus_per_host} GPU", "", "", len(hosts) - backup])
+    if backup:
+        rows.append(["server", "backup", f"{h.gpus_per_host} GPU", "", "", backup])
+    gpus = f.ids(NodeKind.GPU)
+    gpu_backup = int(nodes.backup[gpus].sum())
+    rows.append(["gpu", "active", "", "", "", len(gpus) - gpu_backup])
+    if gpu_backup:
+        rows.append(["gpu", "backup", "", "", "", gpu_backup])
+    rows.append(["nic", "", f"{h.ports_per_nic}x{h.port_gbps}G", "", "",
+                 len(hosts) * h.nics_per_host])
+    classes = np.array(LENGTH_CLASSES_M)
+    lat = f.spec.latency
+    for kind, metres in ((LinkKind.ACCESS, lat.access_m), (LinkKind.LEAF_SPINE,
+                                                             lat.leaf_spine_m),
+                         (LinkKind.SPINE_CORE, lat.spine_core_m)):
+        sel = li.kind == kind
+        if not sel.any():
+            continue
+        lclass = int(classes[min(np.searchsorted(classes, metres - 1e-9), len(classes) - 1)])
+        medium = Medium(int(li.medium[sel][0]))
+        sw_ends = []
+        for end, port in ((li.a[sel], li.a_port[sel]), (li.b[sel], li.b_port[sel])):
+            s = f.is_switch[end]
+            phys = np.unique(end[s].astype(np.int64) * 65536 + f.physical_port(end[s], port[s]))
+            sw_ends.append((phys, s))
+        speed = int(li.capacity_gbps[sel, 0][0])
+        b_phys = sw_ends[1][0]
+        b_gbps = f.models[int(nodes.model[li.b[sel][0]])][1].port_gbps
+        if medium == Medium.OPTIC:
+            trx = sum(len(p) + int((~s).sum()) for p, s in sw_ends)
+            rows.append(["transceiver", kind.label, f"{b_gbps}G", "", "", trx])
+            rows.append(["fibre", kind.label, f"{speed}G", "", f"{lclass}m", int(sel.sum())])
+        else:
+            tails = int(sel.sum()) // max(1, len(b_phys))
+            spec_ = f"{b_gbps}G" + (f" to {tails}x{speed}G breakout" if tails > 1 else "")
+            rows.append([f"{medium.label}_cable", kind.label, spec_, "", f"{lclass}m",
+                         len(b_phys)])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["item", "role", "model", "ports", "length_class", "count"])
+    w.writerows(rows)
+    return buf.getvalue()

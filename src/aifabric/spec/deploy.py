@@ -1,0 +1,194 @@
+"""Deployment settings: what ``aifabric build`` needs beyond the topology.
+
+RoCE QoS (lossless with PFC or lossy ECN-only), ECN/WRED and DCQCN parameters, the
+address pools of switch loopbacks and point-to-point links, the private ASN range of
+the eBGP design, MTUs, the HPN dual-ToR LACP identity and the driver/firmware versions
+``aifabric check`` expects. Host addresses are not here: they come from
+``addressing.nic_pool`` (one /32 per NIC). Every field is documented in ``docs/spec.md``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+
+__all__ = [
+    "Asn",
+    "Dcqcn",
+    "Deploy",
+    "Ecn",
+    "Expect",
+    "HpnDeploy",
+    "Mtu",
+    "NicDeploy",
+    "PfcWatchdog",
+    "Pools",
+    "Qos",
+]
+
+Dscp = int
+_MAC = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Ecn(_Strict):
+    """ECN marking (WRED with ECN) on the RoCE queue: mark from ``min_threshold_bytes``,
+    linearly up to ``max_mark_percent`` at ``max_threshold_bytes``."""
+
+    min_threshold_bytes: PositiveInt = 150_000
+    max_threshold_bytes: PositiveInt = 1_500_000
+    max_mark_percent: int = Field(default=5, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _order(self) -> Ecn:
+        if self.max_threshold_bytes < self.min_threshold_bytes:
+            raise ValueError("max_threshold_bytes must be >= min_threshold_bytes")
+        return self
+
+
+class PfcWatchdog(_Strict):
+    """PFC watchdog: a queue paused longer than ``detection_ms`` is a storm."""
+
+    enabled: bool = True
+    detection_ms: int = Field(default=200, ge=100, le=5000)
+    restoration_ms: int = Field(default=200, ge=100, le=60000)
+    action: Literal["drop", "forward", "alert"] = "drop"
+    poll_interval_ms: int = Field(default=200, ge=100, le=1000)
+
+
+class Qos(_Strict):
+    """RoCE QoS: ``lossless`` (PFC on the RoCE priority + ECN) or ``lossy`` (ECN only)."""
+
+    mode: Literal["lossless", "lossy"] = "lossless"
+    roce_dscp: Dscp = Field(default=26, ge=0, le=63)
+    roce_tc: int = Field(default=3, ge=0, le=7)
+    cnp_dscp: Dscp = Field(default=48, ge=0, le=63)
+    cnp_tc: int = Field(default=6, ge=0, le=7)
+    roce_weight_percent: int = Field(default=60, ge=1, le=99)
+    pfc_response_ns: NonNegativeInt = 1_000
+    ecn: Ecn = Ecn()
+    pfc_watchdog: PfcWatchdog = PfcWatchdog()
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Qos:
+        if self.roce_dscp == self.cnp_dscp:
+            raise ValueError("roce_dscp and cnp_dscp must differ")
+        if self.roce_tc == self.cnp_tc:
+            raise ValueError("roce_tc and cnp_tc must differ")
+        if 0 in (self.roce_tc, self.cnp_tc):
+            raise ValueError("TC 0 is the default best-effort class; allowed: 1..7")
+        return self
+
+    @property
+    def roce_tos(self) -> int:
+        """The IP ToS byte of RoCE packets (DSCP << 2; the NIC sets the ECN bits)."""
+        return self.roce_dscp << 2
+
+
+class Dcqcn(_Strict):
+    """DCQCN parameters of the NIC (mlx5 sysfs names under ``ecn/roce_rp`` and
+    ``ecn/roce_np``); units are the driver's."""
+
+    rpg_ai_rate: NonNegativeInt = 5
+    rpg_hai_rate: NonNegativeInt = 50
+    rpg_byte_reset: NonNegativeInt = 32767
+    rpg_threshold: NonNegativeInt = 1
+    rpg_time_reset: NonNegativeInt = 300
+    rpg_gd: NonNegativeInt = 11
+    rpg_min_dec_fac: NonNegativeInt = 50
+    rpg_min_rate: NonNegativeInt = 1
+    rpg_max_rate: NonNegativeInt = 0
+    rate_to_set_on_first_cnp: NonNegativeInt = 0
+    rate_reduce_monitor_period: NonNegativeInt = 4
+    initial_alpha_value: NonNegativeInt = 1023
+    dce_tcp_g: NonNegativeInt = 1019
+    dce_tcp_rtt: NonNegativeInt = 1
+    clamp_tgt_rate: NonNegativeInt = 0
+    clamp_tgt_rate_after_time_inc: NonNegativeInt = 1
+    min_time_between_cnps: NonNegativeInt = 4
+
+    def rp(self) -> dict[str, int]:
+        """Reaction-point parameters (``ecn/roce_rp/<name>``)."""
+        return {k: v for k, v in self.model_dump().items() if k != "min_time_between_cnps"}
+
+    def np(self) -> dict[str, int]:
+        """Notification-point parameters besides the CNP DSCP/priority."""
+        return {"min_time_between_cnps": self.min_time_between_cnps}
+
+
+class Pools(_Strict):
+    """Switch address pools (hosts use ``addressing.nic_pool``)."""
+
+    loopback: ipaddress.IPv4Network = ipaddress.IPv4Network("172.16.0.0/16")
+    p2p: ipaddress.IPv4Network = ipaddress.IPv4Network("100.64.0.0/10")
+
+
+class Asn(_Strict):
+    """The private ASN range of the eBGP design (RFC 7938 style)."""
+
+    first: int = Field(default=4_200_000_000, ge=1, le=4_294_967_294)
+    last: int = Field(default=4_294_967_294, ge=1, le=4_294_967_294)
+    tor: Literal["per_tor", "per_pair"] = "per_tor"
+
+    @model_validator(mode="after")
+    def _order(self) -> Asn:
+        if self.last < self.first:
+            raise ValueError("last must be >= first")
+        return self
+
+
+class Mtu(_Strict):
+    """MTUs in bytes: switch ports above the hosts so that jumbo frames pass end to end."""
+
+    switch: int = Field(default=9100, ge=1500, le=9216)
+    host: int = Field(default=9000, ge=1500, le=9216)
+
+    @model_validator(mode="after")
+    def _order(self) -> Mtu:
+        if self.host > self.switch:
+            raise ValueError("host MTU must be <= switch MTU")
+        return self
+
+
+class HpnDeploy(_Strict):
+    """HPN non-stacked dual-ToR: both ToRs of a pair answer LACP as one system."""
+
+    lacp_system_mac: str = Field(default="00:00:5E:00:01:01", pattern=_MAC)
+    lacp_port_id_offset: int = Field(default=300, ge=1, le=32768)
+
+
+class NicDeploy(_Strict):
+    """Host NIC naming and RDMA settings."""
+
+    rdma_device_prefix: str = Field(default="mlx5_", pattern=r"^[A-Za-z0-9_]+$")
+    gid_index: NonNegativeInt = 3
+    host_vlan: int = Field(default=1000, ge=2, le=4094)
+    gateway_mac: str = Field(default="00:00:5E:00:01:FE", pattern=_MAC)
+
+
+class Expect(_Strict):
+    """What ``aifabric check`` expects of collected facts. Unset versions must merely
+    agree across all hosts (the most common value is taken as expected)."""
+
+    driver: str = "mlx5_core"
+    driver_version: str | None = None
+    firmware_version: str | None = None
+    switch_os_version: str | None = None
+
+
+class Deploy(_Strict):
+    """Everything ``aifabric build`` and ``aifabric check`` need beyond the topology."""
+
+    qos: Qos = Qos()
+    dcqcn: Dcqcn = Dcqcn()
+    pools: Pools = Pools()
+    asn: Asn = Asn()
+    mtu: Mtu = Mtu()
+    hpn: HpnDeploy = HpnDeploy()
+    nic: NicDeploy = NicDeploy()
+    expect: Expect = Expect()
