@@ -13,6 +13,7 @@ import typer
 from aifabric.cli import build as _build
 from aifabric.cli import check as _check
 from aifabric.cli import export as _export
+from aifabric.cli import lab as _lab
 from aifabric.cli import plan as _plan
 from aifabric.cli import route as _route
 from aifabric.cli._common import err_console
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.command("plan")(_plan.plan)
 app.command("export")(_export.export)
+app.add_typer(_lab.app, name="lab")
 app.command("route")(_route.route_cmd)
 app.command("build")(_build.build_cmd)
 app.command("check")(_check.check_cmd)

@@ -1,0 +1,242 @@
+"""``aifabric lab up|test|fail|status|down``: prove a design on real routing daemons.
+
+``up`` builds a scaled-down copy of the spec as network namespaces and veth pairs with
+FRR in every switch (the configs ``aifabric build`` generates for that copy); ``test``
+checks sessions, ECMP groups (kernel vs the routing model), reachability and hops;
+``fail`` takes a switch or a link down and measures convergence; ``down`` removes
+everything the lab made. Needs root and FRR; problems exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from aifabric.cli._common import console, err_console
+
+app = typer.Typer(name="lab", help="Prove a design on real FRR daemons in network namespaces "
+                  "(needs root and FRR).", no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DIR_OPT = typer.Option(None, "--dir", help="lab folder (state, FRR sockets, pid files, logs); "
+                       "default $AIFABRIC_LAB_DIR or /run/aifabric/lab")
+
+
+def _lab_errors(fn: F) -> F:
+    """LabError -> one line on stderr, exit 2 (SpecError is the entry point's)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from aifabric.lab import LabError
+
+        try:
+            return fn(*args, **kwargs)
+        except LabError as err:
+            err_console.print(f"error: lab: {err}", markup=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+    return wrapper  # type: ignore[return-value]
+
+
+def _nexthops(lab: Any, sw: str, group: Any) -> str:
+    """A kernel/model group as neighbour names: ``agg-p00-pl0-00, agg-p00-pl0-01``."""
+    from aifabric.lab.verify import DIRECT
+    from aifabric.topology import NodeKind
+
+    if group is None:
+        return "-"
+    if group == DIRECT:
+        return "direct"
+    f = lab.fabric
+    me = f.node_id(sw)
+    if f.nodes.kind[me] == NodeKind.HOST:  # a host: its NIC's ports and their ToRs
+        return ", ".join(f"{f.port_name(int(f.links.a[lid]), int(f.links.a_port[lid]))}"
+                         f"->{f.nodes.name[int(f.links.b[lid])]}" if lid >= 0 else "?"
+                         for lid in sorted(group))
+    names = []
+    for lid in sorted(group):
+        if lid < 0:
+            names.append("?")
+            continue
+        a, b = int(f.links.a[lid]), int(f.links.b[lid])
+        names.append(str(f.nodes.name[b if a == me else a]))
+    return ", ".join(names)
+
+
+@app.command("up")
+@_lab_errors
+def up_cmd(
+    spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
+    scale: str = typer.Option("small", "--scale", help="small, medium, or counts like "
+                              "hosts=2,rails=2,segments=2,pods=1,uplinks=2,backup=1"),
+    lab_dir: Path | None = DIR_OPT,
+) -> None:
+    """Build the scaled-down copy and start FRR in every switch."""
+    import time
+
+    from aifabric.lab import up
+
+    t0 = time.perf_counter()
+    with console.status("starting the lab") as status:
+        lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg))
+    f = lab.fabric
+    dt = time.perf_counter() - t0
+    from aifabric.topology import NodeKind
+
+    counts = {k.label: int((f.nodes.kind == k).sum()) for k in (NodeKind.TOR, NodeKind.AGG,
+                                                               NodeKind.CORE)}
+    tiers = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+    console.print(f"lab up in {dt:.1f} s: {f.name} ({f.family}, --scale {scale}) in "
+                  f"{lab.dir}")
+    console.print(f"  {len(lab.layout.switches)} switches ({tiers}), "
+                  f"{len(lab.layout.hosts)} hosts, {len(lab.layout.links)} veth pairs, "
+                  f"namespaces {lab.prefix}*")
+    console.print("  FRR zebra + bgpd (+ staticd on "
+                  f"{len(lab.layout.static_tors)} ToRs) with the generated frr.conf; "
+                  "next: aifabric lab test")
+
+
+@app.command("status")
+@_lab_errors
+def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
+    """Show what is up: switches, daemons, namespaces, failures."""
+    from aifabric.lab import lab_namespaces, load_lab
+    from aifabric.lab.daemons import alive, daemon_pids
+
+    lab = load_lab(lab_dir)
+    pids = daemon_pids(lab.dir)
+    running = {k for k, p in pids.items() if alive(p, lab.dir)}
+    names = set(lab_namespaces(lab.prefix))
+    dead = {x["switch"] for x in lab.failures if "switch" in x}
+    st = lab.state
+    console.print(f"lab {lab.dir}: {st['fabric']} from {st['spec_file']} (--scale "
+                  f"{st['scale']}), namespaces {lab.prefix}* ({len(names)})")
+    table = Table("switch", "namespace", "zebra", "bgpd", "staticd", "state")
+    for sw in lab.layout.switches:
+        cells = []
+        for d in ("zebra", "bgpd", "staticd"):
+            key = f"{sw}/{d}"
+            cells.append("-" if key not in pids else
+                         (str(pids[key]) if key in running else f"{pids[key]} gone"))
+        table.add_row(sw, "yes" if lab.layout.ns[sw] in names else "MISSING", *cells,
+                      "failed" if sw in dead else "up")
+    console.print(table)
+    hosts_up = sum(lab.layout.ns[h] in names for h in lab.layout.hosts)
+    console.print(f"hosts: {hosts_up}/{len(lab.layout.hosts)} namespaces")
+    if lab.failures:
+        console.print("failed: " + ", ".join(x.get("switch") or x.get("port", "")
+                                             for x in lab.failures))
+
+
+@app.command("test")
+@_lab_errors
+def test_cmd(
+    lab_dir: Path | None = DIR_OPT,
+    timeout: float = typer.Option(60.0, "--timeout", help="seconds to wait for sessions and "
+                                  "routes to settle"),
+) -> None:
+    """Check BGP sessions, kernel ECMP groups vs the model, reachability and hops."""
+    from aifabric.lab import check_lab, load_lab, preflight
+
+    lab = load_lab(lab_dir)
+    preflight()
+    with console.status("testing the lab"):
+        r = check_lab(lab, timeout_s=timeout)
+    table = Table("check", "result", "expected", "verdict", title=f"lab test: {lab.fabric.name}"
+                  + (f" (failed: {', '.join(r.failures)})" if r.failures else ""))
+
+    def verdict(ok: bool) -> str:
+        return "ok" if ok else "FAIL"
+
+    table.add_row("BGP sessions established", str(r.sessions_up), str(r.sessions_expected),
+                  verdict(r.sessions_up == r.sessions_expected))
+    table.add_row("ECMP groups equal to the model (kernel)",
+                  str(r.groups - len(r.group_diffs)), f"{r.groups} ({r.ecmp_groups} with 2+ "
+                  "next hops)", verdict(not r.group_diffs))
+    table.add_row("probes (port -> NIC) answered as the model says",
+                  str(r.probes - len(r.reach_wrong)),
+                  f"{r.probes} ({r.expected_reachable} must reply"
+                  + (f", {r.hash_dependent} hash-dependent" if r.hash_dependent else "") + ")",
+                  verdict(not r.reach_wrong))
+    table.add_row("NIC pairs reachable (some port of the source)", str(r.reachable),
+                  str(r.pairs), "ok" if r.reachable == r.pairs else
+                  ("cut off: " + ", ".join(r.lost) if r.lost else
+                   "as the model" if not r.reach_wrong else "FAIL"))
+    hops = ", ".join(f"{n} x {h}" for h, n in sorted(r.hop_counts.items()))
+    table.add_row("switch hops match the plan", str(r.hops_checked - len(r.hops_wrong)),
+                  f"{r.hops_checked} ({hops} hops)", verdict(not r.hops_wrong))
+    console.print(table)
+    console.print(f"settled in {r.converged_s:.1f} s")
+    for sw, peer, state in r.sessions_bad[:10]:
+        console.print(f"  session {sw} -> {peer}: {state}")
+    for sw, ip, got, want in r.group_diffs[:10]:
+        console.print(f"  {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
+                      f"[{_nexthops(lab, sw, want)}]", markup=False)
+    for src, dst, replied in r.reach_wrong[:10]:
+        console.print(f"  {src} -> {dst}: {'replied' if replied else 'no reply'}, model says "
+                      f"{'no' if replied else 'yes'}")
+    for src, dst, h, (lo, hi) in r.hops_wrong[:10]:
+        console.print(f"  {src} -> {dst}: {h} hops back, plan {lo}" + (f"-{hi}" if hi != lo
+                                                                        else ""))
+    console.print("PASS" if r.ok else "FAIL")
+    if not r.ok:
+        raise typer.Exit(1)
+
+
+@app.command("fail")
+@_lab_errors
+def fail_cmd(
+    target: str = typer.Argument(..., help="a switch (tor-s01-r0-a) or a link by one end "
+                                 "(tor-s01-r0-a:Ethernet0, host-s00-h000:ens0f1)"),
+    lab_dir: Path | None = DIR_OPT,
+    timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for convergence"),
+) -> None:
+    """Take a switch or a link down; measure convergence; show the routes that moved."""
+    from aifabric.lab import fail, load_lab, preflight
+
+    lab = load_lab(lab_dir)
+    preflight()
+    with console.status(f"failing {target}"):
+        res = fail(lab, target, timeout_s=timeout)
+    console.print(f"{target} down: {res.links_down} link(s)")
+    console.print("  routes converged (kernel ECMP groups = model): "
+                  + (f"{res.routes_s * 1000:.0f} ms" if res.routes_s is not None
+                     else f"NO, {len(res.mismatches)} groups differ after {timeout:.0f} s"))
+    console.print("  traffic flows as the model says: "
+                  + (f"{res.traffic_s * 1000:.0f} ms" if res.traffic_s is not None
+                     else f"NO, {res.wrong} probes disagree after {timeout:.0f} s"))
+    console.print(f"  NIC pairs reachable {res.reachable}/{res.pairs}; probes answered "
+                  f"{res.probes_ok}/{res.probes} ({res.expected_ok} must, "
+                  f"{res.hash_dependent} hash-dependent)")
+    if res.lost:
+        console.print("  cut off: " + ", ".join(res.lost))
+    table = Table("host/switch", "NIC (host) / destination", "before", "after",
+                  title=f"routes that moved ({len(res.moved)})")
+    for sw, ip, before, after in res.moved[:40]:
+        table.add_row(sw, ip, _nexthops(lab, sw, before), _nexthops(lab, sw, after))
+    if res.moved:
+        console.print(table)
+    if len(res.moved) > 40:
+        console.print(f"  ... and {len(res.moved) - 40} more")
+    for sw, ip, got, want in res.mismatches[:10]:
+        console.print(f"  differs: {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
+                      f"[{_nexthops(lab, sw, want)}]", markup=False)
+    if res.routes_s is None or res.traffic_s is None:
+        raise typer.Exit(1)
+
+
+@app.command("down")
+@_lab_errors
+def down_cmd(lab_dir: Path | None = DIR_OPT) -> None:
+    """Remove every namespace, veth and FRR process the lab made (and nothing else)."""
+    from aifabric.lab import default_dir, down
+
+    d = lab_dir or default_dir()
+    gone = down(d)
+    console.print(f"lab down: stopped {gone['daemons']} FRR daemons, removed "
+                  f"{gone['namespaces']} namespaces and their veth pairs ({d})")
