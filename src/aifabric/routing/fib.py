@@ -8,8 +8,11 @@ dual-ToR NIC's class is its ToR pair (or the surviving ToR after a failure).
 Routes are valley-free (up, then down, never down then up): a switch that has a path
 *down* to the class forwards down, over every down-link whose switch also has one;
 otherwise it forwards up, over every up-link whose switch is one hop closer along a
-valley-free path. Members of a group are kept in the switch's port order (the order an
-ASIC's next-hop group is programmed in), so ``hash mod n = i`` means "the i-th port".
+valley-free path. As in eBGP, a path never crosses two switches of one ASN: an agg that
+lost its down path to a class its ASN group (the aggs of its pod and plane) still reaches
+has no route to it, so the switches below stop using it. Members of a group are kept in
+the switch's port order (the order an ASIC's next-hop group is programmed in), so
+``hash mod n = i`` means "the i-th port".
 """
 
 from __future__ import annotations
@@ -89,6 +92,19 @@ class Fib:
         for _ in range(top - 1):
             reach |= (self.down_adj @ reach.astype(np.float32)) > 0
         self.reach = reach
+        # BGP loop prevention: the aggs of one pod and plane/group share an ASN (RFC 7938,
+        # see configs.addressing). An agg with no down path to a class that another agg of
+        # its ASN reaches down would only hear the route through its own ASN: it has none.
+        agg = nodes.kind[sw] == NodeKind.AGG
+        blocked = np.zeros((S, C), dtype=bool)
+        if agg.any():
+            key = np.stack([nodes.pod[sw[agg]], nodes.plane[sw[agg]], nodes.group[sw[agg]]])
+            _, gid = np.unique(key, axis=1, return_inverse=True)
+            gid = gid.reshape(-1)
+            group_reach = np.zeros((int(gid.max()) + 1, C), dtype=bool)
+            np.logical_or.at(group_reach, gid, reach[agg])
+            blocked[agg] = group_reach[gid] & ~reach[agg]
+        self.blocked = blocked
         dist = np.where(reach, (self.tier - 1)[:, None], INF).astype(np.int16)
         up_adj = self.down_adj.T.tocsr()
         self.up_adj = up_adj
@@ -103,6 +119,7 @@ class Fib:
                     continue
                 has = (sub @ (dist == v).astype(np.float32)) > 0
                 best = np.where(has & (best >= INF), v + 1, best)
+            best = np.where(blocked[rows_t], INF, best)
             dist[rows_t] = np.where(reach[rows_t], dist[rows_t], best)
         self.dist = dist
         # up_full[s, c]: every uplink of s leads one hop closer to c (the usual up group)
