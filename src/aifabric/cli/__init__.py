@@ -12,10 +12,13 @@ import typer
 
 from aifabric.cli import build as _build
 from aifabric.cli import check as _check
+from aifabric.cli import compare as _compare
+from aifabric.cli import demo as _demo
 from aifabric.cli import export as _export
 from aifabric.cli import lab as _lab
 from aifabric.cli import plan as _plan
 from aifabric.cli import route as _route
+from aifabric.cli import simulate as _simulate
 from aifabric.cli._common import err_console
 from aifabric.errors import SpecError
 
@@ -32,6 +35,9 @@ app.command("plan")(_plan.plan)
 app.command("export")(_export.export)
 app.add_typer(_lab.app, name="lab")
 app.command("route")(_route.route_cmd)
+app.command("simulate")(_simulate.simulate_cmd)
+app.command("compare")(_compare.compare)
+app.command("demo")(_demo.demo)
 app.command("build")(_build.build_cmd)
 app.command("check")(_check.check_cmd)
 

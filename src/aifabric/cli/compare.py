@@ -1,0 +1,64 @@
+"""``aifabric compare A.yaml B.yaml ...``: scenarios side by side, with the relative
+difference of the last one against the first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from aifabric.cli._common import console
+from aifabric.cli.simulate import _jsonable, load_and_run
+from aifabric.errors import Problem, SpecError
+from aifabric.report.markdown import comparison_rows
+
+__all__ = ["compare"]
+
+
+def compare(
+    scenarios: list[Path] = typer.Argument(..., help="two or more scenarios (YAML)"),
+    as_json: bool = typer.Option(False, "--json", help="print the summaries as JSON"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="write a comparison report "
+                                    "(tables, plots, Markdown) into this folder"),
+    fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
+    sim: str | None = typer.Option(None, "--sim", help="run every scenario on this "
+                                   "simulator: flow or analytic"),
+) -> None:
+    """Simulate several scenarios and put their results side by side."""
+    if len(scenarios) < 2:
+        raise SpecError(Problem("SCENARIOS", "give at least two scenarios to compare"))
+    if sim is not None and sim not in ("flow", "analytic"):
+        raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, analytic"))
+    results, problems = [], []
+    for p in scenarios:
+        try:
+            results.append(load_and_run(p, sim))
+        except SpecError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise SpecError(problems)
+    if out is not None:
+        from aifabric.report import write_report
+
+        report = write_report(results, out, fmt=fmt, title="Comparison: " + " vs ".join(
+            r.scenario for r in results))
+    if as_json:
+        typer.echo(json.dumps(_jsonable([r.summary for r in results]), indent=2))
+        return
+    t = Table(title="side by side (difference: last vs first)", title_justify="left")
+    t.add_column("metric")
+    for r in results:
+        t.add_column(f"{r.scenario}\n{r.fabric}, {r.summary['routing']['policy']}, {r.sim}",
+                     justify="right")
+    t.add_column("difference", justify="right")
+    for label, vals, diff, lower_better in comparison_rows(results):
+        color = ""
+        if diff not in ("-", "+0.0%", "-0.0%"):
+            better = diff.startswith("-") == lower_better
+            color = "green" if better else "red"
+        t.add_row(label, *vals, f"[{color}]{diff}[/]" if color else diff)
+    console.print(t)
+    if out is not None:
+        console.print(f"wrote {report}")

@@ -1,0 +1,149 @@
+"""The Markdown report of one or several simulation results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from aifabric.sim.results import SimResult
+
+__all__ = ["comparison_rows", "render_markdown"]
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def _bytes(b: float) -> str:
+    for unit, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if b >= div:
+            return f"{b / div:,.2f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def _rel(a: float, b: float) -> str:
+    if a == 0 or not np.isfinite(a) or not np.isfinite(b):
+        return "-"
+    return f"{(b - a) / a * 100:+.1f}%"
+
+
+def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str, bool]]:
+    """Rows (metric, value per result, relative difference last vs first, lower is
+    better) for results of comparable scenarios."""
+    rows: list[tuple[str, list[str], str, bool]] = []
+
+    def add(label: str, vals: list[float], fmt, lower_better: bool) -> None:
+        rows.append((label, [fmt(v) for v in vals], _rel(vals[0], vals[-1]), lower_better))
+
+    add("makespan", [r.makespan_ns for r in results], _ms, True)
+    n_c = min(len(r.summary["collectives"]) for r in results)
+    for i in range(min(n_c, 12)):
+        cs = [r.summary["collectives"][i] for r in results]
+        add(f"{cs[0]['collective']}: time", [c["time_ns"] for c in cs], _ms, True)
+        add(f"{cs[0]['collective']}: busbw", [c["busbw_gbps"] for c in cs],
+            lambda v: f"{v:,.1f} Gb/s", False)
+    n_j = min(len(r.summary["jobs"]) for r in results)
+    for i in range(n_j):
+        js = [r.summary["jobs"][i] for r in results]
+        add(f"{js[0]['job']}: iteration", [j["iteration_ns"] for j in js], _ms, True)
+        add(f"{js[0]['job']}: exposed comm", [j["exposed_comm_ns"] for j in js], _ms, True)
+        add(f"{js[0]['job']}: cross-segment bytes", [j["cross_segment_bytes"] for j in js],
+            _bytes, True)
+    tiers = set.intersection(*[set(r.summary["tiers"]) for r in results])
+    for t in sorted(tiers):
+        add(f"{t}: max link peak util", [r.summary["tiers"][t]["max_peak_util"]
+                                         for r in results], lambda v: f"{v:.2f}", True)
+    tp = [r.summary["two_port"].get("down", {}).get("one_port_idle") for r in results]
+    if all(x is not None for x in tp):
+        add("NICs receiving on one port only", [float(x) for x in tp], lambda v: f"{v:,.0f}",
+            True)
+    return rows
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") -> str:
+    s = r.summary
+    parts = [f"{level} {r.scenario}",
+             f"Fabric **{r.fabric}**, simulator **{r.sim}**, routing "
+             f"`{s.get('routing', {}).get('policy', '?')}` "
+             f"({s.get('routing', {}).get('qps_per_connection', '?')} QP/connection, "
+             f"NIC port by {s.get('routing', {}).get('nic_port_choice', '?')}). "
+             f"Makespan {_ms(r.makespan_ns)}."]
+    if s["collectives"]:
+        parts.append(_table(
+            ["collective", "op", "algorithm", "GPUs", "size", "time", "algbw GB/s",
+             "busbw GB/s", "busbw Gb/s"],
+            [[c["collective"], c["op"], c["algorithm"], c["gpus"], _bytes(c["size_bytes"]),
+              _ms(c["time_ns"]), f"{c['algbw_GBps']:.2f}", f"{c['busbw_GBps']:.2f}",
+              f"{c['busbw_gbps']:.1f}"] for c in s["collectives"][:30]]))
+    if s["jobs"]:
+        parts.append(_table(
+            ["job", "GPUs", "segments", "iteration", "compute", "exposed comm", "comm bytes",
+             "cross-segment bytes"],
+            [[j["job"], j["gpus"], j["segments"], _ms(j["iteration_ns"]), _ms(j["compute_ns"]),
+              _ms(j["exposed_comm_ns"]), _bytes(j["comm_bytes"]),
+              _bytes(j["cross_segment_bytes"])] for j in s["jobs"]]))
+    if s["tiers"]:
+        parts.append("Link utilization per tier (links that carried traffic; mean over the "
+                     "makespan, peak = highest instantaneous load):\n\n" + _table(
+                         ["tier", "links", "mean", "p50", "p99", "max peak"],
+                         [[t, v["links"], f"{v['mean_util']:.2f}", f"{v['p50_mean_util']:.2f}",
+                           f"{v['p99_mean_util']:.2f}", f"{v['max_peak_util']:.2f}"]
+                          for t, v in s["tiers"].items()]))
+    if s["slowest_transfers"]:
+        parts.append("Slowest transfers (lowest rate they ran at) and the link that held "
+                     "them back:\n\n" + _table(
+                         ["src", "dst", "job", "min rate Gb/s", "bottleneck", "tier"],
+                         [[x["src"], x["dst"], x["job"] or "-", f"{x['min_rate_gbps']:.1f}",
+                           x["bottleneck"] or "-", x["tier"] or "-"]
+                          for x in s["slowest_transfers"]]))
+    if s["hot_links"]:
+        parts.append("Links that slowed the most transfers:\n\n" + _table(
+            ["link", "tier", "transfers held back", "mean util", "peak util"],
+            [[x["link"], x["tier"], x["bottleneck_of"], f"{x['mean_util']:.2f}",
+              f"{x['peak_util']:.2f}"] for x in s["hot_links"]]))
+    tp = s.get("two_port", {})
+    if tp.get("up", {}).get("nics"):
+        head = "Two-port imbalance of dual-port NICs (busier port / other port): "
+        parts.append(head + "; ".join(
+            f"{'send' if k == 'up' else 'receive'}: {v['nics']} NICs, median "
+            f"{v['median_ratio'] if v['median_ratio'] is None else round(v['median_ratio'], 2)}"
+            f", max {v['max_ratio'] if v['max_ratio'] is None else round(v['max_ratio'], 2)}, "
+            f"{v['one_port_idle']} with one port idle" for k, v in tp.items()))
+    e = s["engine"]
+    parts.append(f"Engine: {e['stages']:,} stages, {e['transfers']:,} transfers, "
+                 f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
+                 f"{e['repetitions_reused']:,} repeated steps reused.")
+    if figures:
+        parts.append("\n".join(f"![{f}]({f})" for f in figures))
+    if files:
+        parts.append("Tables: " + ", ".join(f"`{f}`" for f in files))
+    return "\n\n".join(parts)
+
+
+def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
+                    figures: dict[str, list[str]] | None = None,
+                    files: dict[str, list[str]] | None = None, title: str | None = None,
+                    preamble: str = "") -> str:
+    """The report: a comparison table when there are several results, then each one."""
+    names = names or [r.scenario for r in results]
+    figures = figures or {}
+    files = files or {}
+    parts = [f"# {title or ('Simulation: ' + ', '.join(r.scenario for r in results))}"]
+    if preamble:
+        parts.append(preamble)
+    if len(results) > 1:
+        rows = comparison_rows(results)
+        parts.append("## Side by side\n\nRelative difference: last vs first.\n\n" + _table(
+            ["metric", *[r.scenario for r in results], "difference"],
+            [[m, *vals, d] for m, vals, d, _ in rows]))
+    for r, n in zip(results, names, strict=True):
+        parts.append(_one(r, figures.get(n, []), files.get(n, []),
+                          "##" if len(results) == 1 else "###"))
+    return "\n\n".join(parts) + "\n"

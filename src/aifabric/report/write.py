@@ -1,0 +1,112 @@
+"""Write result tables, the Markdown report and the plots into a folder, atomically: all
+files are built in a temporary folder that is renamed into place at the end, so a failure
+never leaves a half-written report."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.sim.results import SimResult
+
+__all__ = ["write_report", "write_tables"]
+
+
+def _csv(path: Path, table: dict[str, np.ndarray]) -> None:
+    cols = list(table)
+    conv = []
+    for c in cols:
+        v = table[c]
+        if v.dtype.kind == "f":
+            conv.append(np.char.mod("%.10g", v).tolist() if len(v) else [])
+        else:
+            conv.append(v.tolist())
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        w.writerows(zip(*conv, strict=True))
+
+
+def _parquet(path: Path, table: dict[str, np.ndarray]) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise SpecError(Problem("--format", "parquet needs pyarrow (pip install pyarrow); "
+                                "allowed: csv")) from e
+    arrays = {k: (pa.array(v.tolist()) if v.dtype == object else pa.array(v))
+              for k, v in table.items()}
+    pq.write_table(pa.table(arrays), path)
+
+
+def write_tables(result: SimResult, folder: Path, fmt: str = "csv") -> list[str]:
+    """One file per table (``collectives``, ``jobs``, ``transfers``, ``links``,
+    ``timeline``); returns the file names."""
+    out = []
+    for name, table in result.tables.items():
+        p = folder / f"{name}.{fmt}"
+        (_parquet if fmt == "parquet" else _csv)(p, table)
+        out.append(p.name)
+    return out
+
+
+def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
+                 title: str | None = None, preamble: str = "") -> Path:
+    """Write tables, plots and ``report.md`` for one or several results into ``out``.
+
+    One result: everything in ``out``. Several (compare, demo): one sub-folder per
+    scenario and a report comparing them.
+    """
+    from aifabric.report.markdown import render_markdown
+    from aifabric.report.plots import write_plots
+
+    if fmt not in ("csv", "parquet"):
+        raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise SpecError(Problem("--out", f"folder {parent} does not exist"))
+    if out.exists() and not out.is_dir():
+        raise SpecError(Problem("--out", f"{out} is a file; allowed: a folder"))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        figs: dict[str, list[str]] = {}
+        files: dict[str, list[str]] = {}
+        names = _unique_names([r.scenario for r in results])
+        for r, name in zip(results, names, strict=True):
+            sub = tmp if len(results) == 1 else tmp / name
+            sub.mkdir(exist_ok=True)
+            prefix = "" if len(results) == 1 else f"{name}/"
+            files[name] = [prefix + x for x in write_tables(r, sub, fmt)]
+            figs[name] = [prefix + x for x in write_plots(r, sub)]
+        md = render_markdown(results, names=names, figures=figs, files=files, title=title,
+                             preamble=preamble)
+        (tmp / "report.md").write_text(md, encoding="utf-8")
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+            os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out / "report.md"
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in n) or "scenario"
+        k = seen.get(safe, 0)
+        seen[safe] = k + 1
+        out.append(safe if not k else f"{safe}-{k + 1}")
+    return out

@@ -1,0 +1,254 @@
+"""One set of result tables for every simulator (analytic, flow, later packet and lab).
+
+A simulator hands back raw arrays (:class:`~aifabric.sim.flow.engine.FlowRun`); this
+module turns them into tidy tables — one row per collective, job, transfer, used link
+direction and timeline interval — and a JSON-ready summary. The report and the CLI read
+only these, so a new simulator plugs in by producing the same raw arrays.
+
+Conventions (nccl-tests): algbw = size / time, busbw = algbw x factor
+(2(n-1)/n for AllReduce, (n-1)/n for AllGather/ReduceScatter/All-to-All), in GB/s
+(10^9 bytes/s; a byte per ns). ``*_gbps`` columns are Gbit/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aifabric.sim.flow.engine import FlowRun
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+from aifabric.workload.dag import COMPUTE, TransferDAG
+
+__all__ = ["SimResult", "arc_groups", "build_result"]
+
+Table = dict[str, np.ndarray]
+
+
+def arc_groups(f: Fabric) -> tuple[np.ndarray, list[str]]:
+    """Group of each arc (tier x direction) and the group names."""
+    names = []
+    for k in LinkKind:
+        for d in ("up", "down"):
+            names.append(f"{k.label} {d}")
+    g = np.repeat(f.links.kind.astype(np.int64) * 2, 2) + np.tile([0, 1], f.n_links)
+    return g, names
+
+
+@dataclass
+class SimResult:
+    """Tables and summary of one simulated scenario."""
+
+    scenario: str
+    sim: str
+    fabric: str
+    makespan_ns: float
+    tables: dict[str, Table]
+    summary: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if len(x) else 0.0
+
+
+def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: FlowRun,
+                 *, job_gpus: list[np.ndarray], iterations: list[int],
+                 extra: dict[str, Any] | None = None) -> SimResult:
+    """Turn a simulator's raw arrays into the shared tables and summary."""
+    names = f.nodes.name
+    start, end = run.stage_start_ns, run.stage_end_ns
+    valid = np.isfinite(end)
+    makespan = float(end[valid].max()) if valid.any() else 0.0
+    xs = dag.xfer_stage
+    moved = dag.size_bytes * dag.repeat[xs]
+
+    # ---- collectives
+    nc = len(dag.collectives)
+    c_start = np.full(nc, np.inf)
+    c_end = np.full(nc, -np.inf)
+    has = (dag.stage_coll >= 0) & valid
+    np.minimum.at(c_start, dag.stage_coll[has], start[has])
+    np.maximum.at(c_end, dag.stage_coll[has], end[has])
+    coll = dag.collectives
+    c_size = np.array([c.size_bytes for c in coll], dtype=np.float64)
+    c_time = np.maximum(c_end - c_start, 0.0) if nc else np.zeros(0)
+    c_alg = np.divide(c_size, c_time, out=np.zeros(nc), where=c_time > 0)
+    c_bus = c_alg * np.array([c.busbw_factor for c in coll]) if nc else np.zeros(0)
+    collectives: Table = {
+        "collective": np.array([c.name for c in coll], dtype=object),
+        "job": np.array([dag.jobs[c.job] if c.job >= 0 else "" for c in coll], dtype=object),
+        "op": np.array([c.op for c in coll], dtype=object),
+        "algorithm": np.array([c.algorithm for c in coll], dtype=object),
+        "gpus": np.array([c.n_gpus for c in coll], dtype=np.int64),
+        "size_bytes": c_size.astype(np.int64),
+        "channels": np.array([c.channels for c in coll], dtype=np.int64),
+        "start_ns": c_start, "end_ns": c_end, "time_ns": c_time,
+        "algbw_GBps": c_alg, "busbw_GBps": c_bus, "busbw_gbps": c_bus * 8,
+    }
+
+    # ---- jobs: iteration time, compute-only time, exposed communication
+    comp = np.where(dag.stage_kind == COMPUTE, dag.duration_ns, 0.0)
+    _, comp_end = dag.critical_path_ns(comp)
+    seg = f.nodes.segment
+    cross_seg = seg[dag.src] != seg[dag.dst] if dag.n_transfers else np.zeros(0, bool)
+    xjob = dag.stage_job[xs]
+    nj = len(dag.jobs)
+    j_rows: dict[str, list[Any]] = {k: [] for k in (
+        "job", "gpus", "segments", "iterations", "iteration_ns", "compute_ns",
+        "exposed_comm_ns", "comm_bytes", "cross_segment_bytes")}
+    for j in range(nj):  # jobs, a handful
+        st = (dag.stage_job == j) & valid
+        t_it = float(end[st].max() - start[st].min()) / iterations[j] if st.any() else 0.0
+        t_c = float(comp_end[dag.stage_job == j].max()) / iterations[j] if st.any() else 0.0
+        mine = xjob == j
+        j_rows["job"].append(dag.jobs[j])
+        j_rows["gpus"].append(len(job_gpus[j]))
+        j_rows["segments"].append(len(np.unique(seg[job_gpus[j]])))
+        j_rows["iterations"].append(iterations[j])
+        j_rows["iteration_ns"].append(t_it)
+        j_rows["compute_ns"].append(t_c)
+        j_rows["exposed_comm_ns"].append(max(t_it - t_c, 0.0))
+        j_rows["comm_bytes"].append(float(moved[mine].sum()) / iterations[j])
+        j_rows["cross_segment_bytes"].append(float(moved[mine & cross_seg].sum())
+                                             / iterations[j])
+    jobs: Table = {k: np.array(v, dtype=object if k == "job" else None)
+                   for k, v in j_rows.items()}
+
+    # ---- links (arcs that carried traffic)
+    src_n, dst_n, cap = f.arcs
+    groups, gnames = arc_groups(f)
+    used = np.flatnonzero(run.arc_bytes > 0)
+    bott = run.xfer_bottleneck_arc
+    bott_count = np.bincount(bott[bott >= 0], minlength=len(cap))
+    denom = cap[used] / 8.0 * makespan
+    links: Table = {
+        "link": used // 2,
+        "direction": np.where(used % 2 == 0, "up", "down").astype(object),
+        "from": names[src_n[used]].astype(object),
+        "to": names[dst_n[used]].astype(object),
+        "tier": np.array(gnames, dtype=object)[groups[used]],
+        "capacity_gbps": cap[used],
+        "bytes": run.arc_bytes[used],
+        "mean_util": np.divide(run.arc_bytes[used], denom, out=np.zeros(len(used)),
+                               where=denom > 0),
+        "peak_util": run.arc_peak_gbps[used] / cap[used],
+        "bottleneck_of": bott_count[used],
+    }
+
+    # ---- transfers
+    arc_name = np.full(len(cap), "", dtype=object)
+    bu = np.unique(bott[bott >= 0])
+    arc_name[bu] = [f"{names[src_n[a]]} -> {names[dst_n[a]]}" for a in bu]
+    transfers: Table = {
+        "transfer": np.arange(dag.n_transfers),
+        "stage": xs,
+        "job": np.array([*dag.jobs, ""], dtype=object)[xjob],
+        "collective": dag.stage_coll[xs],
+        "src_gpu": names[dag.src].astype(object),
+        "dst_gpu": names[dag.dst].astype(object),
+        "size_bytes": dag.size_bytes,
+        "repeat": dag.repeat[xs],
+        "start_ns": run.xfer_start_ns,
+        "end_ns": run.xfer_end_ns,
+        "min_rate_gbps": run.xfer_min_rate_gbps,
+        "bottleneck": arc_name[np.maximum(bott, 0)] if len(bott) else np.zeros(0, object),
+        "bottleneck_tier": np.where(bott >= 0, np.array(gnames, dtype=object)[
+            groups[np.maximum(bott, 0)]], "") if len(bott) else np.zeros(0, object),
+    }
+    transfers["bottleneck"] = np.where(bott >= 0, transfers["bottleneck"], "")
+
+    # ---- utilization timeline per tier (links that carried traffic)
+    g_cap = np.bincount(groups[used], weights=cap[used] / 8.0, minlength=len(gnames))
+    tl = run.timeline_ns
+    dt = (tl[:, 1] - tl[:, 0]) if len(tl) else np.zeros(0)
+    tg = run.timeline_group_bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where((dt[:, None] > 0) & (g_cap[None, :] > 0),
+                        tg / (dt[:, None] * g_cap[None, :]), 0.0)
+    timeline: Table = {"start_ns": tl[:, 0] if len(tl) else np.zeros(0),
+                       "end_ns": tl[:, 1] if len(tl) else np.zeros(0)}
+    for gi in np.flatnonzero(g_cap > 0):
+        timeline[gnames[gi].replace(" ", "_") + "_util"] = util[:, gi]
+
+    # ---- summary
+    tiers = {}
+    for gi in np.flatnonzero(g_cap > 0):
+        sel = groups[used] == gi
+        mu, pu = links["mean_util"][sel], links["peak_util"][sel]
+        tiers[gnames[gi]] = {"links": int(sel.sum()), "mean_util": float(mu.mean()),
+                             "p50_mean_util": _pct(mu, 50), "p99_mean_util": _pct(mu, 99),
+                             "max_peak_util": float(pu.max())}
+    order = np.argsort(np.where(np.isnan(run.xfer_min_rate_gbps), np.inf,
+                                run.xfer_min_rate_gbps), kind="stable")[:10]
+    slowest = [{"src": str(transfers["src_gpu"][i]), "dst": str(transfers["dst_gpu"][i]),
+                "job": str(transfers["job"][i]),
+                "min_rate_gbps": float(run.xfer_min_rate_gbps[i]),
+                "bottleneck": str(transfers["bottleneck"][i]),
+                "tier": str(transfers["bottleneck_tier"][i])} for i in order]
+    hot = np.argsort(-links["bottleneck_of"], kind="stable")[:10]
+    hot_links = [{"link": f"{links['from'][i]} -> {links['to'][i]}",
+                  "tier": str(links["tier"][i]), "bottleneck_of": int(links["bottleneck_of"][i]),
+                  "mean_util": float(links["mean_util"][i]),
+                  "peak_util": float(links["peak_util"][i])}
+                 for i in hot if links["bottleneck_of"][i] > 0]
+    top_colls = [i for i in range(nc) if coll[i].job < 0] or list(range(min(nc, 20)))
+    summary: dict[str, Any] = {
+        "scenario": scenario, "sim": sim, "fabric": f.name, "makespan_ns": makespan,
+        "collectives": [{k: _py(collectives[k][i]) for k in collectives} for i in top_colls],
+        "jobs": [{k: _py(jobs[k][i]) for k in jobs} for i in range(nj)],
+        "tiers": tiers, "slowest_transfers": slowest, "hot_links": hot_links,
+        "two_port": two_port_imbalance(f, run.arc_bytes),
+        "engine": {"events": run.events, "rate_solves": run.rate_solves,
+                   "repetitions_reused": run.reps_skipped, "stages": dag.n_stages,
+                   "transfers": dag.n_transfers},
+    }
+    if extra:
+        summary.update(extra)
+    return SimResult(scenario, sim, f.name, makespan,
+                     {"collectives": collectives, "jobs": jobs, "transfers": transfers,
+                      "links": links, "timeline": timeline}, summary,
+                     meta={"two_port_ratios": two_port_ratios(f, run.arc_bytes)})
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def two_port_ratios(f: Fabric, arc_bytes: np.ndarray) -> dict[str, np.ndarray]:
+    """Per dual-port NIC that carried traffic: busier port's bytes / other port's
+    (inf when one port carried nothing), for sending (up) and receiving (down)."""
+    links = f.links
+    acc = np.flatnonzero(links.kind == LinkKind.ACCESS)
+    nic = links.a[acc]
+    nodes = f.nodes
+    ok = nodes.kind[nic] == NodeKind.NIC
+    acc, nic = acc[ok], nic[ok]
+    if not len(acc) or f.spec.hosts.ports_per_nic < 2:
+        return {"up": np.zeros(0), "down": np.zeros(0)}
+    key = nodes.host[nic].astype(np.int64) * (int(nodes.rail[nic].max()) + 1) + nodes.rail[nic]
+    side = nodes.side[nic].astype(np.int64)
+    out = {}
+    for name, off in (("up", 0), ("down", 1)):
+        m = np.zeros((int(key.max()) + 1, 2))
+        np.add.at(m, (key, np.minimum(side, 1)), arc_bytes[2 * acc + off])
+        m = m[m.sum(axis=1) > 0]
+        hi, lo = m.max(axis=1), m.min(axis=1)
+        with np.errstate(divide="ignore"):
+            out[name] = np.where(lo > 0, hi / np.where(lo > 0, lo, 1), np.inf)
+    return out
+
+
+def two_port_imbalance(f: Fabric, arc_bytes: np.ndarray) -> dict[str, Any]:
+    """Summary of :func:`two_port_ratios`: NICs, median and max ratio, one-port-idle NICs."""
+    r = two_port_ratios(f, arc_bytes)
+    out: dict[str, Any] = {}
+    for k, v in r.items():
+        fin = v[np.isfinite(v)]
+        out[k] = {"nics": len(v), "median_ratio": _pct(fin, 50) if len(fin) else None,
+                  "max_ratio": float(fin.max()) if len(fin) else None,
+                  "one_port_idle": int(np.isinf(v).sum())}
+    return out

@@ -1,0 +1,276 @@
+"""Run a scenario: place jobs and collectives, compile the DAG, route it, simulate it.
+
+This is the pure core behind ``aifabric simulate``: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.sim.analytic import run_analytic
+from aifabric.sim.flow.engine import run_flow
+from aifabric.sim.paths import host_side_arcs, route_dag
+from aifabric.sim.results import SimResult, arc_groups, build_result
+from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
+from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.workload import Collective, DAGBuilder, TransferDAG, add_collective
+from aifabric.workload.job import GpuPool, JobModel, add_job, place
+
+__all__ = ["Workload", "compile_workload", "gpu_pool", "simulate"]
+
+
+@dataclass
+class Workload:
+    dag: TransferDAG
+    job_gpus: list[np.ndarray]  # fabric GPU node ids per job
+    iterations: list[int]
+    coll_gpus: list[np.ndarray]
+
+
+def gpu_pool(f: Fabric) -> GpuPool:
+    """The fabric's active GPUs, host-major."""
+    g = f.ids(NodeKind.GPU, active_only=True)
+    g = g[np.lexsort((f.nodes.index[g], f.nodes.host[g]))]
+    return GpuPool(node=g, host=f.nodes.host[g].astype(np.int64),
+                   segment=f.nodes.segment[g].astype(np.int64),
+                   local=f.nodes.index[g].astype(np.int64),
+                   gpus_per_host=int(f.spec.hosts.gpus_per_host))
+
+
+def _select(pool: GpuPool, spec: CollectiveSpec | JobSpec, where: str, taken: np.ndarray,
+            seed: int, problems: list[Problem]) -> np.ndarray | None:
+    n_all = len(pool.node)
+    if isinstance(spec.gpus, int):
+        free = int((~taken).sum())
+        if spec.gpus > n_all:
+            problems.append(Problem(f"{where}.gpus", f"{spec.gpus} GPUs is larger than the "
+                                    f"fabric ({n_all} active GPUs)"))
+            return None
+        try:
+            return place(pool, spec.gpus, spec.placement, taken=taken,
+                         seed=spec.seed if spec.seed is not None else seed,
+                         segments=spec.segments)
+        except ValueError as e:
+            problems.append(Problem(f"{where}.gpus", f"{e} ({free} of {n_all} GPUs free "
+                                    f"after the entries before it)"))
+            return None
+    sel = list(spec.gpus)
+    if sel and isinstance(sel[0], str):
+        lookup = _NAMES.get(id(pool), {})
+        pos = [lookup.get(str(s), -1) for s in sel]
+        bad = [s for s, p in zip(sel, pos, strict=True) if p < 0]
+        if bad:
+            problems.append(Problem(f"{where}.gpus", f"{len(bad)} GPUs do not exist "
+                                    f"(first: {bad[0]!r}); allowed: names of active GPUs "
+                                    f"like {next(iter(lookup), '')!r}"))
+            return None
+        arr = np.array(pos, dtype=np.int64)
+    else:
+        arr = np.array(sel, dtype=np.int64)
+        bad = (arr < 0) | (arr >= n_all)
+        if bad.any():
+            problems.append(Problem(f"{where}.gpus", f"GPU {int(arr[bad][0])} does not exist; "
+                                    f"allowed: 0..{n_all - 1} (active GPUs in order) or "
+                                    "GPU names"))
+            return None
+    if len(np.unique(arr)) != len(arr):
+        problems.append(Problem(f"{where}.gpus", "lists a GPU twice"))
+        return None
+    if taken[arr].any():
+        problems.append(Problem(f"{where}.gpus", "uses GPUs of an earlier job or collective"))
+        return None
+    taken[arr] = True
+    return arr
+
+
+_NAMES: dict[int, dict[str, int]] = {}  # GPU name -> pool position, while compiling
+
+
+def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
+    """Place every job and collective and compile them into one DAG (SpecError listing
+    every problem)."""
+    pool = gpu_pool(f)
+    _NAMES[id(pool)] = {str(f.nodes.name[n]): i for i, n in enumerate(pool.node)}
+    taken = np.zeros(len(pool.node), dtype=bool)
+    problems: list[Problem] = []
+    seed = int(getattr(scn, "seed", 0) or 0)
+    b = DAGBuilder()
+    job_gpus: list[np.ndarray] = []
+    iters: list[int] = []
+    coll_gpus: list[np.ndarray] = []
+    try:
+        for i, js in enumerate(scn.jobs):
+            where = f"jobs[{i}]"
+            par = js.parallel
+            n_par = par.dp * par.tp * par.pp
+            count = js.gpus if isinstance(js.gpus, int) else len(js.gpus)
+            if n_par != count:
+                problems.append(Problem(f"{where}.parallel", f"dp x tp x pp = {par.dp} x "
+                                        f"{par.tp} x {par.pp} = {n_par} does not match the "
+                                        f"job's {count} GPUs"))
+            if par.dp % par.ep:
+                problems.append(Problem(f"{where}.parallel.ep", f"ep {par.ep} must divide "
+                                        f"dp {par.dp}"))
+            if js.dp_algorithm == "halving_doubling" and par.dp & (par.dp - 1):
+                problems.append(Problem(f"{where}.dp_algorithm", "halving_doubling needs a "
+                                        f"power-of-two dp (got {par.dp})"))
+            pos = _select(pool, js, where, taken, seed + i, problems)
+            if pos is None or problems:
+                continue
+            name = js.name or f"job{i}"
+            if js.dp_algorithm == "hierarchical":
+                ok = _same_locals(pool, pos.reshape(par.pp, par.dp, par.tp), par)
+                if not ok:
+                    problems.append(Problem(f"{where}.dp_algorithm", "hierarchical needs the "
+                                            "DP group of every TP rank on whole hosts"))
+                    continue
+            fwd = js.compute.fwd_ms_per_layer * 1e6
+            bwd = (js.compute.bwd_ms_per_layer * 1e6 if js.compute.bwd_ms_per_layer
+                   is not None else 2 * fwd)
+            m = js.model
+            model = JobModel(name=name, dp=par.dp, tp=par.tp, pp=par.pp, ep=par.ep,
+                             params=m.params, layers=m.layers, hidden=m.hidden,
+                             seq_len=m.seq_len, micro_batch=m.micro_batch,
+                             micro_batches=js.micro_batches,
+                             bytes_per_value=m.bytes_per_value, moe_every=m.moe_every,
+                             top_k=m.top_k, fwd_ns_per_layer=fwd, bwd_ns_per_layer=bwd,
+                             buckets=js.buckets, dp_algorithm=js.dp_algorithm,
+                             channels=js.channels, iterations=js.iterations)
+            b.job = len(b.jobs)
+            b.jobs.append(name)
+            add_job(b, model, pool.node[pos], pool.host[pos], pool.local[pos])
+            job_gpus.append(pool.node[pos])
+            iters.append(js.iterations)
+        b.job = -1
+        for i, cs in enumerate(scn.collectives):
+            where = f"collectives[{i}]"
+            pos = _select(pool, cs, where, taken, seed + 1000 + i, problems)
+            if pos is None:
+                continue
+            n = len(pos)
+            algo = cs.algorithm
+            if algo == "halving_doubling" and n & (n - 1):
+                problems.append(Problem(f"{where}.algorithm", f"halving_doubling needs a "
+                                        f"power-of-two GPU count (got {n})"))
+                continue
+            if algo == "hierarchical" and not _whole_hosts(pool, pos):
+                problems.append(Problem(f"{where}.algorithm", "hierarchical needs the same "
+                                        "GPUs on every host"))
+                continue
+            peers = None
+            if cs.op == "p2p":
+                if cs.peers is None or len(cs.peers) != n or min(cs.peers) < 0 \
+                        or max(cs.peers) >= n:
+                    problems.append(Problem(f"{where}.peers", f"p2p needs one peer per GPU "
+                                            f"({n}), each a position 0..{n - 1}"))
+                    continue
+                peers = pool.node[pos][np.array(cs.peers)]
+            if not 0 <= cs.root < n:
+                problems.append(Problem(f"{where}.root", f"allowed: 0..{n - 1}"))
+                continue
+            if problems:
+                continue
+            deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
+            for r in range(cs.repeat):
+                name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
+                deps = add_collective(b, cs.op, pool.node[pos], cs.size_bytes, algorithm=algo,
+                                      channels=cs.channels, host=pool.host[pos],
+                                      local=pool.local[pos], peers=peers, root=cs.root,
+                                      chunk_bytes=cs.chunk_bytes, deps=deps, name=name)
+            coll_gpus.append(pool.node[pos])
+    finally:
+        _NAMES.pop(id(pool), None)
+        for i, pat in enumerate(scn.traffic):
+            _add_traffic(b, scn, f, i, pat, problems)
+    if problems:
+        raise SpecError(problems)
+    if not scn.jobs and not scn.collectives and not scn.traffic:
+        raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
+                                "traffic pattern"))
+    return Workload(b.build(), job_gpus, iters, coll_gpus)
+
+
+def _add_traffic(b: DAGBuilder, scn: SimScenario, f: Fabric, i: int, pat: Any,
+                 problems: list[Problem]) -> None:
+    """One traffic pattern as one stage of point-to-point transfers."""
+    from aifabric.routing.traffic import build_traffic
+
+    where = f"traffic.{i}"
+    q = getattr(pat, "qps_per_connection", None)
+    if q is not None and q != scn.spec.routing.qps_per_connection:
+        problems.append(Problem(f"{where}.qps_per_connection", "simulate uses one QP count "
+                                "for all traffic; allowed: set routing.qps_per_connection"))
+        return
+    try:
+        flows, pins = build_traffic(f, [pat], seed=scn.seed + i, base_dir=scn.base_dir,
+                                    path="traffic")
+    except SpecError as err:
+        problems.extend(Problem(p.path.replace("traffic.0", where), p.message, p.file)
+                        for p in err.problems)
+        return
+    if pins is not None:
+        problems.append(Problem(f"{where}.file", "pinned paths are not simulated; allowed: "
+                                "a flow list without a path column"))
+        return
+    conn = np.asarray(flows.conn)
+    first = np.searchsorted(conn, np.arange(int(conn.max()) + 1 if len(conn) else 0))
+    size = np.bincount(conn, weights=flows.size_bytes)
+    src, dst = flows.src_gpu[first], flows.dst_gpu[first]
+    if (size <= 0).any():
+        problems.append(Problem(f"{where}.size_bytes", "must be > 0"))
+        return
+    b.coll = len(b.collectives)
+    st = b.transfers(src, dst, size, label=f"traffic {i} ({pat.pattern})")
+    mean = float(size.mean()) if len(size) else 0.0
+    b.add_collective(Collective(name=f"traffic.{i} {pat.pattern}", op=pat.pattern,
+                                algorithm="direct", n_gpus=len(np.unique(src)),
+                                size_bytes=int(mean), channels=1, job=-1, stages=(st,),
+                                busbw_factor=1.0))
+    b.coll = -1
+
+
+def _whole_hosts(pool: GpuPool, pos: np.ndarray) -> bool:
+    h, loc = pool.host[pos], pool.local[pos]
+    hosts = np.unique(h)
+    if len(pos) % len(hosts):
+        return False
+    sets = {tuple(sorted(loc[h == x])) for x in hosts[:64]}
+    return len(sets) == 1
+
+
+def _same_locals(pool: GpuPool, grid: np.ndarray, par: Any) -> bool:
+    return all(_whole_hosts(pool, grid[p, :, t]) for p in range(par.pp) for t in range(par.tp))
+
+
+def effective_routing(scn: SimScenario, f: Fabric) -> Any:
+    """The routing in force: the scenario's spec has its overrides merged already."""
+    del f
+    return scn.spec.routing
+
+
+def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
+             progress: Callable[[int], None] | None = None,
+             workload: Workload | None = None) -> SimResult:
+    """Simulate ``scn`` on ``f`` with its simulator; the shared result tables."""
+    wl = workload or compile_workload(scn, f)
+    dag = wl.dag
+    groups, gnames = arc_groups(f)
+    routing = effective_routing(scn, f)
+    seed = int(getattr(scn, "seed", 0) or 0)
+    paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed)
+    if scn.sim == "analytic":
+        run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
+                           n_groups=len(gnames))
+    else:
+        run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
+                       n_groups=len(gnames), progress=progress)
+    return build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
+                        iterations=wl.iterations,
+                        extra={"routing": {"policy": routing.policy,
+                                           "qps_per_connection": routing.qps_per_connection,
+                                           "nic_port_choice": routing.nic_port_choice}})

@@ -1,0 +1,148 @@
+"""The simulation scenario: a fabric, a routing policy, jobs and collectives, a simulator.
+
+```yaml
+name: allreduce-hpn
+spec: ../hpn-pod.yaml            # a cluster spec, relative to this file
+routing: {policy: source_port}   # overrides of the spec's routing
+sim: flow                        # or analytic
+collectives:
+  - {op: allreduce, size_bytes: 1GiB, gpus: 1024, channels: 8}
+jobs:
+  - name: gpt
+    gpus: 512
+    parallel: {dp: 8, tp: 8, pp: 8}
+    model: {params: 175e9, layers: 96, hidden: 12288, seq_len: 2048}
+    compute: {fwd_ms_per_layer: 1.2}
+```
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, model_validator
+
+from aifabric.scenario import Scenario
+from aifabric.workload.collectives import ALGORITHMS
+
+__all__ = ["CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(v: Any) -> Any:
+    """``1GiB``, ``64 MiB``, ``1.5e9`` or an int -> bytes (int); other input unchanged so
+    that validation reports it."""
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-zA-Z]*)\s*", v)
+        if m and m.group(2).lower() in _UNITS:
+            try:
+                return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            except ValueError:
+                return v
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+GpuSel = int | list[int] | list[str]
+
+
+class _Placed(_Strict):
+    gpus: GpuSel = Field(description="a count (placed by `placement`), or explicit GPUs: "
+                         "indices among the fabric's active GPUs or GPU names")
+    placement: Literal["pack", "spread", "random"] = "pack"
+    segments: PositiveInt | None = Field(default=None, description="spread: segments used")
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _count(self) -> _Placed:
+        if isinstance(self.gpus, int) and self.gpus < 1:
+            raise ValueError("gpus must be >= 1")
+        return self
+
+
+class CollectiveSpec(_Placed):
+    """One collective on a set of GPUs."""
+
+    name: str | None = None
+    op: Literal["allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "p2p"]
+    algorithm: str | None = None
+    size_bytes: Bytes
+    channels: PositiveInt = 1
+    root: int = 0
+    peers: list[int] | None = Field(default=None, description="p2p: GPU i sends to peers[i] "
+                                    "(positions in this collective's GPU list)")
+    chunk_bytes: Bytes = 4 << 20
+    start_ms: float = Field(default=0.0, ge=0)
+    repeat: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _algo(self) -> CollectiveSpec:
+        allowed = ALGORITHMS[self.op]
+        if self.algorithm is not None and self.algorithm not in allowed:
+            raise ValueError(f"{self.op} has no algorithm {self.algorithm!r}; allowed: "
+                             f"{', '.join(allowed)}")
+        return self
+
+
+class Parallel(_Strict):
+    dp: PositiveInt = 1
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    ep: PositiveInt = 1
+
+
+class ModelSpec(_Strict):
+    params: float = Field(default=7e9, gt=0, description="parameters")
+    layers: PositiveInt = 32
+    hidden: PositiveInt = 4096
+    seq_len: PositiveInt = 4096
+    micro_batch: PositiveInt = 1
+    bytes_per_value: PositiveInt = 2
+    moe_every: int = Field(default=0, ge=0, description="every k-th layer is MoE; 0 = dense")
+    top_k: PositiveInt = 2
+
+
+class Compute(_Strict):
+    fwd_ms_per_layer: float = Field(default=1.0, ge=0)
+    bwd_ms_per_layer: float | None = Field(default=None, ge=0, description="default 2 x fwd")
+
+
+class JobSpec(_Placed):
+    """A training job: model, parallelism, placement."""
+
+    name: str | None = None
+    parallel: Parallel = Parallel()
+    model: ModelSpec = ModelSpec()
+    micro_batches: PositiveInt = 1
+    compute: Compute = Compute()
+    dp_algorithm: Literal["ring", "tree", "halving_doubling", "hierarchical"] = "ring"
+    channels: PositiveInt = 1
+    buckets: PositiveInt = 4
+    iterations: PositiveInt = 1
+
+
+class SimScenario(Scenario):
+    """A fabric + routing + traffic, jobs and collectives + the simulator to run them on.
+
+    ``traffic`` patterns (from :class:`~aifabric.scenario.Scenario`) are simulated too:
+    each pattern is one stage of point-to-point transfers that start together.
+    """
+
+    jobs: list[JobSpec] = Field(default_factory=list)
+    collectives: list[CollectiveSpec] = Field(default_factory=list)
+    sim: Literal["flow", "analytic"] = "flow"
+    tolerance: float = Field(default=1e-2, ge=0, le=0.1,
+                             description="flows finishing within this relative time of "
+                             "each other finish in one event")
