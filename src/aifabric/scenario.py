@@ -21,15 +21,16 @@ fields (``class SimScenario(Scenario)``) and load them with
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.failover import Failure
-from aifabric.routing.traffic import PATTERNS, TrafficPattern
-from aifabric.spec.load import _models_in, load_spec, load_yaml, spec_from_dict
+from aifabric.routing.traffic import TrafficPattern
+from aifabric.spec.load import load_spec, load_yaml, spec_from_dict
 from aifabric.spec.models import Routing, Spec
+from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["Scenario", "load_scenario", "scenario_from_dict"]
 
@@ -75,64 +76,6 @@ class Scenario(BaseModel):
 
 
 S = TypeVar("S", bound=Scenario)
-
-_TAGS = set(PATTERNS)
-
-
-def _tag(m: type[BaseModel]) -> Any:
-    field = m.model_fields.get("pattern")
-    return get_args(field.annotation)[0] if field is not None else None
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The field names allowed at ``loc`` (for an "unknown field" message)."""
-    current: type[BaseModel] = model
-    pending: list[type[BaseModel]] | None = None
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        if pending is not None and part in _TAGS:
-            tagged = [m for m in pending if _tag(m) == part]
-            current, pending = (tagged or pending)[0], None
-            continue
-        field = current.model_fields.get(str(part))
-        if field is None:
-            return []
-        members = _models_in(field.annotation)
-        if not members:
-            return []
-        current = members[0]
-        pending = members if len(members) > 1 else None
-    return sorted(current.model_fields)
-
-
-def _problems(err: ValidationError, model: type[BaseModel], file: str | None) -> list[Problem]:
-    out = []
-    for e in err.errors(include_url=False):
-        loc = tuple(e["loc"])
-        shown = [str(p) for i, p in enumerate(loc)
-                 if not (p in _TAGS and i > 0 and isinstance(loc[i - 1], int))]
-        path = ".".join(shown)
-        kind, got = e["type"], e.get("input")
-        if kind == "union_tag_invalid":
-            name = repr(got.get("pattern")) if isinstance(got, dict) else ""
-            msg = f"unknown pattern {name}; allowed: {', '.join(PATTERNS)}"
-            path = f"{path}.pattern"
-        elif kind == "union_tag_not_found":
-            msg = f"missing 'pattern'; allowed: {', '.join(PATTERNS)}"
-            path = f"{path}.pattern"
-        elif kind == "extra_forbidden":
-            allowed = _fields_at(model, loc)
-            msg = "unknown field" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
-        elif kind == "missing":
-            msg = "required field is missing"
-        else:
-            msg = e["msg"].removeprefix("Value error, ")
-            if not isinstance(got, dict | list):
-                msg += f" (got {got!r})"
-        out.append(Problem(path, msg, file))
-    return out
-
 
 def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | None = None,
                        model: type[S] = Scenario) -> S:  # type: ignore[assignment]
@@ -183,7 +126,7 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
             model.model_validate({**data, "spec": Spec.model_validate(
                 {"topology": {"family": "clos"}})})
     except ValidationError as err:
-        problems.extend(_problems(err, model, file))
+        problems.extend(problems_from_validation(err, model, file))
         sc = None
     if problems:
         raise SpecError(problems)
