@@ -13,22 +13,20 @@ frr.conf with FRR (vtysh dry run), as the tests do for the small fabrics.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-import os
-import resource
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _harness import run_isolated
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "hpn-pod.yaml"
 LIMIT_S = 60.0
 
 
-def _build(out: str, q: mp.Queue) -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+def _build(out: str) -> dict:
     from aifabric.cli import main
 
     sys.argv = ["aifabric", "build", str(EXAMPLE), "--out", out]
@@ -39,8 +37,7 @@ def _build(out: str, q: mp.Queue) -> None:
     except SystemExit as exc:
         code = int(exc.code or 0)
     dt = time.perf_counter() - t0
-    q.put({"code": code, "build_s": dt,
-           "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+    return {"code": code, "build_s": dt}
 
 
 def _validate(out: Path) -> dict:
@@ -65,12 +62,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="aifabric-bench-"))
     out = Path(keep) if keep else tmp / "build"
     try:
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        p = ctx.Process(target=_build, args=(str(out), q))
-        p.start()
-        r = q.get()
-        p.join()
+        r = run_isolated(_build, str(out))
+        assert r is not None
         files = [f for f in out.rglob("*") if f.is_file()]
         size_mb = sum(f.stat().st_size for f in files) / 1e6
         switches = len(list((out / "switches").iterdir()))

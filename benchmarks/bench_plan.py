@@ -11,12 +11,11 @@ the limits of issue #2.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-import os
-import resource
 import sys
 import time
 from pathlib import Path
+
+from _harness import run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -28,8 +27,7 @@ CASES = [
 ]
 
 
-def _run(name: str, q: mp.Queue) -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+def _run(name: str) -> dict:
     from aifabric import build_fabric, load_spec, plan_fabric
 
     spec = load_spec(ROOT / "examples" / f"{name}.yaml")
@@ -38,23 +36,18 @@ def _run(name: str, q: mp.Queue) -> None:
     t1 = time.perf_counter()
     plan = plan_fabric(fabric)
     t2 = time.perf_counter()
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    q.put({"name": name, "build_s": t1 - t0, "plan_s": t2 - t1, "peak_mb": peak_mb,
-           "gpus": plan["gpus"], "links": fabric.n_links})
+    return {"name": name, "build_s": t1 - t0, "plan_s": t2 - t1, "gpus": plan["gpus"],
+            "links": fabric.n_links}
 
 
 def main() -> int:
-    ctx = mp.get_context("spawn")
     failed = False
     print(f"{'fabric':<18} {'GPUs':>7} {'links':>8} {'build s':>8} {'plan s':>7} "
           f"{'total s':>8} {'limit s':>8} {'peak MB':>8} {'limit MB':>9}  verdict")
     results = []
     for name, t_lim, m_lim in CASES:
-        q = ctx.Queue()
-        p = ctx.Process(target=_run, args=(name, q))
-        p.start()
-        r = q.get()
-        p.join()
+        r = run_isolated(_run, name)
+        assert r is not None
         total = r["build_s"] + r["plan_s"]
         ok = (t_lim is None or total < t_lim) and (m_lim is None or r["peak_mb"] < m_lim)
         failed |= not ok

@@ -11,12 +11,11 @@ numpy, scipy, the fabric, the flows and their paths) against the limits of issue
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-import os
-import resource
 import sys
 import time
 from pathlib import Path
+
+from _harness import run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -34,8 +33,7 @@ CASES = [
 ]
 
 
-def _run(case: tuple, q: mp.Queue) -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+def _run(case: tuple) -> dict:
     from pydantic import TypeAdapter
 
     from aifabric import build_fabric, load_spec
@@ -54,24 +52,19 @@ def _run(case: tuple, q: mp.Queue) -> None:
     routed = route(fabric, flows, spec.routing.model_copy(update={"policy": policy}))
     inc = routed.incidence
     t3 = time.perf_counter()
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    q.put({"name": name, "build_s": t1 - t0, "flows_s": t2 - t1, "route_s": t3 - t2,
-           "flows": len(flows), "nnz": int(inc.nnz), "unreachable": int(routed.unreachable.sum()),
-           "peak_mb": peak_mb})
+    return {"name": name, "build_s": t1 - t0, "flows_s": t2 - t1, "route_s": t3 - t2,
+            "flows": len(flows), "nnz": int(inc.nnz),
+            "unreachable": int(routed.unreachable.sum())}
 
 
 def main() -> int:
-    ctx = mp.get_context("spawn")
     failed = False
     print(f"{'case':<36} {'flows':>10} {'entries':>11} {'build s':>8} {'flows s':>8} "
           f"{'route s':>8} {'total s':>8} {'limit s':>8} {'peak MB':>8} {'limit MB':>9}  verdict")
     results = []
     for case in CASES:
-        q = ctx.Queue()
-        p = ctx.Process(target=_run, args=(case, q))
-        p.start()
-        r = q.get()
-        p.join()
+        r = run_isolated(_run, case)
+        assert r is not None
         t_lim, m_lim = case[5], case[6]
         total = r["flows_s"] + r["route_s"]
         ok = (t_lim is None or total < t_lim) and (m_lim is None or r["peak_mb"] < m_lim)

@@ -16,12 +16,11 @@ on 128 GPUs.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
-import os
-import resource
 import sys
 import time
 from pathlib import Path
+
+from _harness import run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -35,8 +34,7 @@ CASES = [
 ]
 
 
-def _run(name: str, coll: dict, q: mp.Queue) -> None:
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+def _run(name: str, coll: dict) -> dict:
     from aifabric import build_fabric
     from aifabric.scenario import scenario_from_dict
     from aifabric.sim.run import simulate
@@ -51,11 +49,10 @@ def _run(name: str, coll: dict, q: mp.Queue) -> None:
     r = simulate(scn, fabric)
     t2 = time.perf_counter()
     c = r.summary["collectives"][0]
-    q.put({"build_s": t1 - t0, "sim_s": t2 - t1,
-           "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-           "busbw_gbps": c["busbw_gbps"], "time_ms": c["time_ns"] / 1e6,
-           "events": r.summary["engine"]["events"],
-           "transfers": r.summary["engine"]["transfers"]})
+    return {"build_s": t1 - t0, "sim_s": t2 - t1,
+            "busbw_gbps": c["busbw_gbps"], "time_ms": c["time_ns"] / 1e6,
+            "events": r.summary["engine"]["events"],
+            "transfers": r.summary["engine"]["transfers"]}
 
 
 def main() -> int:
@@ -64,25 +61,18 @@ def main() -> int:
     ap.add_argument("--limit-s", type=float, default=900.0,
                     help="give up on a case after this long (reported as such)")
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
     failed = False
     print(f"{'case':<22} {'transfers':>10} {'build s':>8} {'sim s':>8} {'limit s':>8} "
           f"{'peak MB':>8} {'limit MB':>9} {'busbw Gb/s':>11} {'events':>7}  verdict  peer")
     for name, coll, t_lim, m_lim, peer in CASES:
         if args.only and args.only != name:
             continue
-        q = ctx.Queue()
-        p = ctx.Process(target=_run, args=(name, coll, q))
-        p.start()
-        p.join(args.limit_s)
-        if p.is_alive():
-            p.terminate()
-            p.join()
+        r = run_isolated(_run, name, coll, timeout_s=args.limit_s)
+        if r is None:
             print(f"{name:<22} {'':>10} {'':>8} {'>' + format(args.limit_s, 'g'):>8} "
                   f"{t_lim:>8g} {'':>8} {m_lim or '-':>9} {'':>11} {'':>7}  SLOW     {peer}")
             failed = True
             continue
-        r = q.get()
         ok = r["sim_s"] < t_lim and (m_lim is None or r["peak_mb"] < m_lim)
         failed |= not ok
         print(f"{name:<22} {r['transfers']:>10,} {r['build_s']:>8.2f} {r['sim_s']:>8.2f} "
