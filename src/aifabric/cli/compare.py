@@ -24,13 +24,14 @@ def compare(
                                     "(tables, plots, Markdown) into this folder"),
     fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
     sim: str | None = typer.Option(None, "--sim", help="run every scenario on this "
-                                   "simulator: flow or analytic"),
+                                   "simulator: flow, analytic or packet"),
 ) -> None:
     """Simulate several scenarios and put their results side by side."""
     if len(scenarios) < 2:
         raise SpecError(Problem("SCENARIOS", "give at least two scenarios to compare"))
-    if sim is not None and sim not in ("flow", "analytic"):
-        raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, analytic"))
+    if sim is not None and sim not in ("flow", "analytic", "packet"):
+        raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, "
+                                "analytic, packet"))
     results, problems = [], []
     for p in scenarios:
         try:

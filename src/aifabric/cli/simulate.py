@@ -109,6 +109,13 @@ def print_result(r: SimResult) -> None:
     console.print(f"engine: {e['transfers']:,} transfers in {e['stages']:,} stages, "
                   f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
                   f"{e['repetitions_reused']:,} repeated steps reused")
+    if "packet" in s:
+        pk = s["packet"]
+        console.print(f"packet: {pk['drops']:,} drops, {pk['retx_bytes']:,} bytes "
+                      f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
+                      f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us paused")
+        for a in pk["alarms"]:
+            console.print(f"[bold red]alarm[/bold red] {a}")
 
 
 def _jsonable(x: Any) -> Any:
@@ -122,15 +129,16 @@ def simulate_cmd(
                                     "Markdown report into this folder"),
     fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
     sim: str | None = typer.Option(None, "--sim", help="override the scenario's simulator: "
-                                   "flow or analytic"),
+                                   "flow, analytic or packet"),
 ) -> None:
     """Simulate a scenario: completion time, algbw and busbw of every collective,
     iteration and exposed communication time of every job, link utilization, the
     slowest flows and the links that slowed them."""
     from aifabric.errors import Problem
 
-    if sim is not None and sim not in ("flow", "analytic"):
-        raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, analytic"))
+    if sim is not None and sim not in ("flow", "analytic", "packet"):
+        raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, "
+                                "analytic, packet"))
     if fmt not in ("csv", "parquet"):
         raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
     r = load_and_run(scenario, sim)

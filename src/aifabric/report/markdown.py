@@ -116,6 +116,15 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             f"{v['median_ratio'] if v['median_ratio'] is None else round(v['median_ratio'], 2)}"
             f", max {v['max_ratio'] if v['max_ratio'] is None else round(v['max_ratio'], 2)}, "
             f"{v['one_port_idle']} with one port idle" for k, v in tp.items()))
+    if "packet" in s:
+        pk = s["packet"]
+        parts.append(f"Packet level: {pk['drops']:,} drops, {pk['retx_bytes']:,} bytes "
+                     f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
+                     f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us "
+                     "paused in total.")
+        parts.append("Alarms:\n\n" + "\n".join(f"- {a}" for a in pk["alarms"])
+                     if pk["alarms"] else "Alarms: none (no PFC storm, no pause past "
+                     "the watchdog, no deadlock).")
     e = s["engine"]
     parts.append(f"Engine: {e['stages']:,} stages, {e['transfers']:,} transfers, "
                  f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "

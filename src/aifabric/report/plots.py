@@ -103,6 +103,10 @@ def write_plots(r: SimResult, folder: Path) -> list[str]:
         fig.savefig(folder / "tier_util_timeline.png", dpi=110)
         plt.close(fig)
         out.append("tier_util_timeline.png")
+    if r.sim == "packet":
+        from aifabric.sim.packet.results import write_packet_plots
+
+        out += write_packet_plots(r, folder)
     return out
 
 

@@ -266,11 +266,21 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
+    elif scn.sim == "packet":
+        from aifabric.sim.packet.run import run_packet
+
+        run = run_packet(dag, f, paths, xconn, scn.packet, arc_group=groups,
+                         n_groups=len(gnames), progress=progress)
     else:
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)
-    return build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
-                        iterations=wl.iterations,
-                        extra={"routing": {"policy": routing.policy,
-                                           "qps_per_connection": routing.qps_per_connection,
-                                           "nic_port_choice": routing.nic_port_choice}})
+    res = build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
+                       iterations=wl.iterations,
+                       extra={"routing": {"policy": routing.policy,
+                                          "qps_per_connection": routing.qps_per_connection,
+                                          "nic_port_choice": routing.nic_port_choice}})
+    if scn.sim == "packet":
+        from aifabric.sim.packet.results import attach_packet_results
+
+        attach_packet_results(res, run)  # type: ignore[arg-type]
+    return res

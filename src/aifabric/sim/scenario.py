@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, model_validator
 
 from aifabric.scenario import Scenario
+from aifabric.sim.packet.config import PacketConfig
 from aifabric.workload.collectives import ALGORITHMS
 
 __all__ = ["CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
@@ -142,7 +143,9 @@ class SimScenario(Scenario):
 
     jobs: list[JobSpec] = Field(default_factory=list)
     collectives: list[CollectiveSpec] = Field(default_factory=list)
-    sim: Literal["flow", "analytic"] = "flow"
+    sim: Literal["flow", "analytic", "packet"] = "flow"
+    packet: PacketConfig = Field(default_factory=PacketConfig,
+                                 description="sim: packet settings (buffers, PFC, ECN, NIC, CC)")
     tolerance: float = Field(default=1e-2, ge=0, le=0.1,
                              description="flows finishing within this relative time of "
                              "each other finish in one event")

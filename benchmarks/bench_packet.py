@@ -1,0 +1,109 @@
+"""Speed of the packet simulator on the issue's reference scenario.
+
+A 320-host 3-tier fat-tree: 5 pods, each 4 ToRs x 16 hosts at 100G and 4 aggs; 400G
+ToR-agg and agg-core links; 16 cores, one link per pod to each; 1 us links. Every host
+sends one 2 MB flow to a permutation partner at the same instant, DCQCN, 1000-byte
+payloads. The case runs in a fresh process pinned to one core (``_harness``).
+Target: under 60 s and under 1 GB (ns-3's RDMA simulator: 91.5 s DCQCN, 105 s HPCC,
+380 MB on 2 cores).
+
+    python benchmarks/bench_packet.py [--cc dcqcn|hpcc] [--hosts-per-tor 16] [--mb 2]
+                                      [--ack-interval 1] [--limit-s 900]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+from _harness import run_isolated
+
+from aifabric.sim.packet import PacketConfig, Topology
+
+
+def build(hosts_per_tor: int, seed: int = 1):
+    t = Topology()
+    pods, tors, aggs, cores = 5, 4, 4, 16
+    core = [t.switch(f"core{i}") for i in range(cores)]
+    hosts, tor_of, agg_of = [], [], []
+    for p in range(pods):
+        ag = [t.switch(f"agg{p}.{a}") for a in range(aggs)]
+        agg_of.append(ag)
+        for a, sw in enumerate(ag):
+            for c in range(cores // aggs):
+                t.link(sw, core[a * (cores // aggs) + c], 400, 1000)
+        for r in range(tors):
+            tor = t.switch(f"tor{p}.{r}")
+            for sw in ag:
+                t.link(tor, sw, 400, 1000)
+            for h in range(hosts_per_tor):
+                hid = t.host(f"h{p}.{r}.{h}")
+                t.link(hid, tor, 100, 1000)
+                hosts.append(hid)
+                tor_of.append((p, tor))
+    rng = random.Random(seed)
+    perm = list(range(len(hosts)))
+    rng.shuffle(perm)
+    routes = []
+    for i, j in enumerate(perm):
+        if i == j:
+            continue
+        (ps, ts), (pd, td) = tor_of[i], tor_of[j]
+        if ts == td:
+            routes.append(t.route(hosts[i], ts, hosts[j]))
+            continue
+        a = rng.randrange(aggs)  # ECMP: a per-flow hash choice at each tier
+        if ps == pd:
+            routes.append(t.route(hosts[i], ts, agg_of[ps][a], td, hosts[j]))
+            continue
+        c = a * (cores // aggs) + rng.randrange(cores // aggs)
+        routes.append(t.route(hosts[i], ts, agg_of[ps][a], core[c], agg_of[pd][a], td,
+                              hosts[j]))
+    return t, routes
+
+
+def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int) -> dict:
+    t0 = time.perf_counter()
+    topo, routes = build(hosts_per_tor)
+    cfg = PacketConfig.model_validate({"cc": {"algorithm": cc},
+                                       "nic": {"mtu_payload_bytes": 1000,
+                                               "ack_interval_packets": ack_interval},
+                                       "sample_us": 50, "deadlock_check_us": 200})
+    sim = topo.sim(cfg)
+    for r in routes:
+        sim.add_flow(r, int(mb * 1e6))
+    t1 = time.perf_counter()
+    sim.run()
+    t2 = time.perf_counter()
+    return {"flows": len(routes), "nodes": len(topo.names), "build_s": t1 - t0,
+            "run_s": t2 - t1, **sim.counters()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cc", default="dcqcn")
+    ap.add_argument("--hosts-per-tor", type=int, default=16)
+    ap.add_argument("--mb", type=float, default=2.0)
+    ap.add_argument("--ack-interval", type=int, default=1, help="ACK every n packets")
+    ap.add_argument("--limit-s", type=float, default=900.0)
+    args = ap.parse_args()
+    c = run_isolated(_run, args.cc, args.hosts_per_tor, args.mb, args.ack_interval,
+                     timeout_s=args.limit_s)
+    if c is None:
+        print(f"ran past {args.limit_s:g} s: target (< 60 s) NOT MET")
+        return
+    print(f"flows {c['flows']}  nodes {c['nodes']}  cc {args.cc}  "
+          f"ACK every {args.ack_interval} packet(s)")
+    print(f"simulated {c['time_ns'] / 1e3:.1f} us, {c['events']:,} events, "
+          f"{c['delivered_bytes'] / 1e6:.1f} MB delivered, {c['qps_done']}/{c['qps']} done, "
+          f"drops {c['drops']}, PFC frames {c['pfc_frames']}, CNPs {c['cnps']}")
+    print(f"build {c['build_s']:.2f} s, run {c['run_s']:.2f} s "
+          f"({c['events'] / c['run_s'] / 1e6:.2f} M events/s), peak RSS {c['peak_mb']:.0f} MB")
+    ok = c["run_s"] < 60 and c["peak_mb"] < 1024
+    print(f"measured {c['run_s']:.1f} s / {c['peak_mb']:.0f} MB vs target < 60 s / < 1024 MB "
+          f"(ns-3: 91.5 s DCQCN, 105 s HPCC, 380 MB) -> {'MET' if ok else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()

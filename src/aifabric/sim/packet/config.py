@@ -1,0 +1,227 @@
+"""Settings of the packet-level simulator: buffers, PFC, ECN, the RoCE NIC and its
+congestion control — the ``packet:`` section of a scenario.
+
+Units are in the names (``_bytes``, ``_us``, ``_mbps``). The DCQCN fields carry the names
+NVIDIA (mlx5) NICs expose under ``/sys/class/net/<if>/ecn/roce_rp|roce_np`` and in
+``mlxreg``/``mlxconfig``, with their defaults, so a tuned NIC profile can be pasted in.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from aifabric.errors import Problem, SpecError
+
+__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
+           "EcnConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
+           "TimelyParams", "packet_config_from_dict"]
+
+CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BufferConfig(_Strict):
+    """A switch's shared packet buffer with dynamic thresholds (DT, Choudhury-Hahne): a
+    queue may grow to ``alpha`` x the free shared buffer."""
+
+    size_bytes: int = Field(default=32 << 20, gt=0, description="shared buffer per switch")
+    alpha: float = Field(default=1.0, gt=0, description="dynamic-threshold factor")
+
+
+class PfcConfig(_Strict):
+    """802.1Qbb priority flow control, per ingress port and lossless priority."""
+
+    enabled: bool = True
+    priorities: list[int] = Field(default=[3], description="lossless traffic classes")
+    xoff_bytes: int = Field(default=256 << 10, gt=0, description="ingress bytes of one "
+                            "port+priority that trigger a pause (XOFF); also capped by "
+                            "buffer.alpha x free shared buffer")
+    xon_bytes: int = Field(default=240 << 10, ge=0, description="resume (XON) at or below")
+    headroom_bytes: int | None = Field(default=None, gt=0, description="reserved per port "
+                                       "and lossless priority for bytes in flight after "
+                                       "XOFF; default: 2 x (propagation + 1 us response) x "
+                                       "rate + 2 MTU, per link")
+    watchdog_ms: float = Field(default=200.0, gt=0, description="alarm for a pause longer "
+                               "than this (the PFC-watchdog default)")
+    storm_fraction: float = Field(default=0.5, ge=0, le=1, description="alarm for a port "
+                                  "paused more than this fraction of the run")
+
+    @model_validator(mode="after")
+    def _check(self) -> PfcConfig:
+        if self.xoff_bytes < self.xon_bytes:
+            raise ValueError(f"xoff_bytes ({self.xoff_bytes}) is below xon_bytes "
+                             f"({self.xon_bytes}); allowed: xon_bytes <= xoff_bytes")
+        bad = [p for p in self.priorities if not 0 <= p <= 7]
+        if bad:
+            raise ValueError(f"priority {bad[0]} is not a traffic class; allowed: 0..7")
+        return self
+
+
+class EcnConfig(_Strict):
+    """WRED-style ECN marking on egress: probability 0 below Kmin, rising linearly to
+    Pmax at Kmax, 1 above Kmax (queue bytes of the packet's traffic class)."""
+
+    enabled: bool = True
+    kmin_bytes: int = Field(default=100_000, ge=0)
+    kmax_bytes: int = Field(default=400_000, ge=0)
+    pmax: float = Field(default=0.2, ge=0, le=1, description="marking probability at Kmax")
+
+    @model_validator(mode="after")
+    def _check(self) -> EcnConfig:
+        if self.kmin_bytes > self.kmax_bytes:
+            raise ValueError(f"kmin_bytes ({self.kmin_bytes}) is above kmax_bytes "
+                             f"({self.kmax_bytes}); allowed: kmin_bytes <= kmax_bytes")
+        return self
+
+
+class NicConfig(_Strict):
+    """The RoCE NIC: packetization, priorities, ACKs and loss recovery (go-back-N)."""
+
+    mtu_payload_bytes: int = Field(default=4096, gt=0, le=9000, description="RDMA payload "
+                                   "per packet")
+    header_bytes: int = Field(default=62, ge=0, description="Ethernet 14 + FCS 4 + IPv4 20 "
+                              "+ UDP 8 + BTH 12 + ICRC 4")
+    wire_overhead_bytes: int = Field(default=20, ge=0, description="preamble 8 + "
+                                     "inter-frame gap 12")
+    ack_bytes: int = Field(default=64, gt=0, description="ACK/NAK/CNP frame")
+    dscp: int = Field(default=26, ge=0, le=63, description="DSCP of RoCE data")
+    cnp_dscp: int = Field(default=48, ge=0, le=63, description="DSCP of CNPs")
+    dscp_to_tc: dict[int, int] = Field(default={26: 3, 48: 6}, description="DSCP -> "
+                                       "traffic class (unlisted DSCPs: TC 0)")
+    ack_interval_packets: int = Field(default=1, ge=1, description="ACK every n packets")
+    rto_us: float = Field(default=1000.0, gt=0, description="retransmission timeout")
+    start_rate: Literal["line"] = "line"
+
+    @model_validator(mode="after")
+    def _check(self) -> NicConfig:
+        for d, tc in self.dscp_to_tc.items():
+            if not 0 <= d <= 63 or not 0 <= tc <= 7:
+                raise ValueError(f"dscp_to_tc {d}: {tc}: allowed: DSCP 0..63 -> TC 0..7")
+        return self
+
+
+class DcqcnParams(_Strict):
+    """DCQCN with NVIDIA's parameter names and defaults (roce_rp / roce_np)."""
+
+    rpg_ai_rate: float = Field(default=5.0, gt=0, description="additive increase, Mbit/s")
+    rpg_hai_rate: float = Field(default=50.0, gt=0, description="hyper increase, Mbit/s")
+    rpg_time_reset: float = Field(default=300.0, gt=0, description="rate-increase timer, us")
+    rpg_byte_reset: int = Field(default=32767, gt=0, description="rate-increase byte "
+                                "counter, bytes")
+    rpg_threshold: int = Field(default=1, ge=1, description="increase events before "
+                               "additive increase (DCQCN's F)")
+    rpg_gd: int = Field(default=11, ge=1, le=20, description="log2 of the divisor of alpha "
+                        "(1024 scale) in a rate cut: cut = rate x alpha / 2^rpg_gd")
+    rpg_min_dec_fac: int = Field(default=50, ge=1, le=100, description="a cut keeps at "
+                                 "least this percent of the rate")
+    rpg_min_rate: float = Field(default=1.0, gt=0, description="floor, Mbit/s")
+    rpg_max_rate: float = Field(default=0.0, ge=0, description="ceiling, Mbit/s (0: line)")
+    dce_tcp_g: int = Field(default=1019, ge=0, le=1024, description="alpha EWMA weight "
+                           "(1024 scale): alpha = alpha x g/1024 + F x (1 - g/1024)")
+    dce_tcp_rtt: float = Field(default=1.0, gt=0, description="alpha update period, us")
+    initial_alpha_value: int = Field(default=1023, ge=0, le=1024)
+    rate_reduce_monitor_period: float = Field(default=4.0, ge=0, description="at most one "
+                                              "cut per period, us")
+    clamp_tgt_rate: bool = Field(default=False, description="on a cut, the target rate "
+                                 "becomes the current rate only if set (else: on the "
+                                 "first cut after an increase)")
+    min_time_between_cnps: float = Field(default=4.0, ge=0, description="NP: at most one "
+                                         "CNP per QP per this many us")
+
+
+class HpccParams(_Strict):
+    """HPCC (Li et al., SIGCOMM'19): window from in-band telemetry."""
+
+    target_utilization: float = Field(default=0.95, gt=0, le=1, description="eta")
+    max_stage: int = Field(default=5, ge=0, description="additive steps before a "
+                           "multiplicative update")
+    ai_rate_mbps: float = Field(default=50.0, gt=0, description="W_AI as a rate")
+    base_rtt_us: float | None = Field(default=None, gt=0, description="T; default: the "
+                                      "largest unloaded RTT of the flows")
+
+
+class TimelyParams(_Strict):
+    """TIMELY (Mittal et al., SIGCOMM'15): rate from the RTT gradient. The paper's
+    10G settings scaled to 100G links (delta 10 -> 100 Mbit/s, thresholds above the
+    few-microsecond base RTT of one data-center fabric)."""
+
+    ewma_alpha: float = Field(default=0.875, gt=0, le=1, description="EWMA weight of new "
+                              "RTT differences")
+    beta: float = Field(default=0.8, gt=0, le=1, description="multiplicative decrease")
+    delta_mbps: float = Field(default=100.0, gt=0, description="additive step")
+    t_low_us: float = Field(default=10.0, ge=0)
+    t_high_us: float = Field(default=100.0, gt=0)
+    hai_after: int = Field(default=5, ge=1, description="negative gradients in a row "
+                           "before hyper-active increase (N x delta)")
+    min_rate_mbps: float = Field(default=100.0, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> TimelyParams:
+        if self.t_low_us > self.t_high_us:
+            raise ValueError(f"t_low_us ({self.t_low_us}) is above t_high_us "
+                             f"({self.t_high_us}); allowed: t_low_us <= t_high_us")
+        return self
+
+
+class DctcpParams(_Strict):
+    """DCTCP-style window control: ECN echoed in ACKs, alpha per window."""
+
+    g: float = Field(default=1 / 16, gt=0, le=1, description="alpha EWMA gain")
+    init_window_bytes: int | None = Field(default=None, gt=0, description="default: one "
+                                          "bandwidth-delay product")
+    min_window_bytes: int = Field(default=4096, gt=0)
+
+
+class CcConfig(_Strict):
+    """The congestion control of every QP and its parameters."""
+
+    algorithm: Literal["none", "dcqcn", "hpcc", "timely", "dctcp"] = "dcqcn"
+    dcqcn: DcqcnParams = DcqcnParams()
+    hpcc: HpccParams = HpccParams()
+    timely: TimelyParams = TimelyParams()
+    dctcp: DctcpParams = DctcpParams()
+
+
+class PacketConfig(_Strict):
+    """The ``packet:`` section of a scenario."""
+
+    buffer: BufferConfig = BufferConfig()
+    pfc: PfcConfig = PfcConfig()
+    ecn: EcnConfig = EcnConfig()
+    nic: NicConfig = NicConfig()
+    cc: CcConfig = CcConfig()
+    sample_us: float = Field(default=10.0, gt=0, description="time-series interval")
+    until_ms: float = Field(default=1000.0, gt=0, description="stop after this much "
+                            "simulated time (unfinished transfers are reported)")
+    deadlock_check_us: float = Field(default=50.0, gt=0, description="interval of the "
+                                     "paused-cycle check")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _check(self) -> PacketConfig:
+        h = self.pfc.headroom_bytes
+        if self.pfc.enabled and h is not None and \
+                self.buffer.size_bytes < h * len(self.pfc.priorities):
+            raise ValueError(f"buffer.size_bytes ({self.buffer.size_bytes}) is smaller than "
+                             f"the headroom of one port ({h} x {len(self.pfc.priorities)} "
+                             "lossless priorities); allowed: a buffer that holds the "
+                             "headroom of every port")
+        return self
+
+
+def packet_config_from_dict(data: Any, *, file: str | None = None,
+                            path: str = "packet") -> PacketConfig:
+    """Validate a ``packet:`` mapping; every problem as one :class:`Problem` whose field
+    path starts with ``path``."""
+    from aifabric.spec.problems import problems_from_validation
+
+    try:
+        return PacketConfig.model_validate(data or {})
+    except ValidationError as err:
+        raise SpecError([Problem(f"{path}.{p.path}" if p.path else path, p.message, p.file)
+                         for p in problems_from_validation(err, PacketConfig, file)]) from None

@@ -1,0 +1,87 @@
+"""What a packet run adds to the shared result tables: time series per port/queue and per
+QP, the alarm lines, and PNG plots of queue length and sending rate over time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aifabric.sim.packet.run import PacketRun
+from aifabric.sim.results import SimResult
+
+__all__ = ["attach_packet_results", "write_packet_plots"]
+
+
+def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> SimResult:
+    """Add the packet tables (``packet_queues``, ``packet_flows``, ``packet_alarms``) and
+    a ``packet`` summary (counters, deadlocks, alarm lines) to ``res``; returns it."""
+    ps = dict(run.port_series)
+    arcs = ps.get("arc", np.zeros(0, dtype=np.int64))
+    names = np.array([run.arc_names.get(int(a), "") for a in np.unique(arcs)], dtype=object)
+    if len(arcs):
+        _, inv = np.unique(arcs, return_inverse=True)
+        ps = {"time_ns": ps["time_ns"], "port": names[inv], **{k: v for k, v in ps.items()
+                                                              if k != "time_ns"}}
+    else:
+        ps = {"time_ns": np.zeros(0), "port": np.zeros(0, dtype=object), **{
+            k: v for k, v in ps.items() if k != "time_ns"}}
+    res.tables["packet_queues"] = ps
+    res.tables["packet_flows"] = dict(run.qp_series)
+    res.tables["packet_alarms"] = {"alarm": np.array(run.alarms, dtype=object)}
+    res.summary["packet"] = {**run.counters, "alarms": list(run.alarms),
+                             "deadlocks": [{"time_ns": d["time_ns"], "ports": d["ports"]}
+                                           for d in run.deadlocks]}
+    return res
+
+
+def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:
+    """``packet_queues.png`` (queue bytes over time of the ``top`` ports with the deepest
+    queues) and ``packet_rates.png`` (sending rate of up to ``top`` QPs); returns the
+    file names written (none for a result without packet tables)."""
+    if "packet_queues" not in r.tables:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = []
+    q = r.tables["packet_queues"]
+    if len(q["time_ns"]):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        key = np.char.add(q["port"].astype(str), np.char.add(" TC", q["tc"].astype(str)))
+        uniq, inv = np.unique(key, return_inverse=True)
+        peak = np.zeros(len(uniq))
+        np.maximum.at(peak, inv, q["queue_bytes"])
+        for i in np.argsort(-peak, kind="stable")[:top]:  # a dozen lines at most
+            if peak[i] <= 0:
+                break
+            m = inv == i
+            ax.plot(q["time_ns"][m] / 1e3, q["queue_bytes"][m] / 1e3, lw=1, label=uniq[i])
+        ax.set_xlabel("time (us)")
+        ax.set_ylabel("queue (KB)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper right")
+        ax.set_title(f"{r.scenario}: deepest egress queues")
+        fig.tight_layout()
+        fig.savefig(folder / "packet_queues.png", dpi=110)
+        plt.close(fig)
+        out.append("packet_queues.png")
+    f = r.tables["packet_flows"]
+    if len(f.get("time_ns", [])):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for qp in np.unique(f["qp"])[:top]:  # a dozen lines at most
+            m = f["qp"] == qp
+            ax.plot(f["time_ns"][m] / 1e3, f["rate_gbps"][m], lw=1, label=f"QP {qp}")
+        ax.set_xlabel("time (us)")
+        ax.set_ylabel("sending rate (Gbit/s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="upper right")
+        ax.set_title(f"{r.scenario}: per-QP sending rate")
+        fig.tight_layout()
+        fig.savefig(folder / "packet_rates.png", dpi=110)
+        plt.close(fig)
+        out.append("packet_rates.png")
+    return out

@@ -1,0 +1,212 @@
+"""Run a transfer DAG packet by packet on a Fabric: the ``sim: packet`` simulator.
+
+The same routed paths as the flow engine (:func:`aifabric.sim.paths.route_dag`): each
+flow (QP) of a connection follows its arcs, cut to the NIC-to-NIC part (GPU-NIC PCIe hops
+are not simulated packet by packet); a transfer is split evenly over its connection's
+QPs; a stage starts when its dependencies are done, repeats ``repeat`` times, and is done
+when the last byte of every transfer has been delivered. The result is a
+:class:`PacketRun` — the raw arrays :func:`aifabric.sim.results.build_result` reads,
+plus time series, counters, deadlocks and alarm lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aifabric.sim.flow.engine import FlowRun, Paths
+from aifabric.sim.packet.config import PacketConfig
+from aifabric.sim.packet.engine import PS_PER_NS
+from aifabric.sim.packet.network import QP
+from aifabric.sim.packet.sim import PacketSim
+from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.workload.dag import COMPUTE, TransferDAG
+
+__all__ = ["PacketRun", "flow_routes", "run_packet"]
+
+
+@dataclass
+class PacketRun(FlowRun):
+    """A :class:`FlowRun` plus what only a packet simulator sees."""
+
+    port_series: dict[str, np.ndarray] = field(default_factory=dict)
+    qp_series: dict[str, np.ndarray] = field(default_factory=dict)
+    counters: dict[str, Any] = field(default_factory=dict)
+    deadlocks: list[dict[str, Any]] = field(default_factory=list)
+    alarms: list[str] = field(default_factory=list)
+    arc_names: dict[int, str] = field(default_factory=dict)
+
+
+def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
+    """The arcs of every flow row of ``paths``, source to destination, cut to the part
+    between the first and the last NIC. A row that splits (spraying) follows its
+    heaviest branch at each node."""
+    src, dst, _ = f.arcs
+    kind = f.nodes.kind
+    inc = paths.incidence.tocsr()
+    out = []
+    for r in range(inc.shape[0]):  # flows of a packet run: thousands at most
+        lo, hi = inc.indptr[r], inc.indptr[r + 1]
+        arcs = inc.indices[lo:hi]
+        w = inc.data[lo:hi]
+        heads = set(dst[arcs].tolist())
+        start = [int(a) for a in arcs if int(src[a]) not in heads]
+        nxt: dict[int, tuple[float, int]] = {}
+        for a, x in zip(arcs.tolist(), w.tolist(), strict=True):
+            s = int(src[a])
+            if s not in nxt or x > nxt[s][0]:
+                nxt[s] = (x, a)
+        node = int(src[start[0]]) if start else int(src[arcs[0]])
+        route: list[int] = []
+        seen = set()
+        while node in nxt and node not in seen:
+            seen.add(node)
+            a = nxt[node][1]
+            route.append(a)
+            node = int(dst[a])
+        nic = [i for i, a in enumerate(route) if kind[src[a]] == NodeKind.NIC]
+        if nic:
+            last = max(i for i, a in enumerate(route) if kind[dst[a]] == NodeKind.NIC)
+            route = route[nic[0]:last + 1]
+        out.append(tuple(route))
+    return out
+
+
+def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
+               cfg: PacketConfig, *, arc_group: np.ndarray | None = None, n_groups: int = 1,
+               progress: Callable[[int], None] | None = None) -> PacketRun:
+    """Simulate ``dag`` packet by packet; ``xfer_conn[i]`` is the connection of transfer
+    i in ``paths``."""
+    from aifabric.sim.paths import arc_latency_ns
+
+    src, dst, cap = f.arcs
+    routes = flow_routes(f, paths)
+    used = sorted({a for r in routes for a in r})
+    kind = f.nodes.kind
+    is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
+    sim = PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
+                    arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
+                    used_arcs=used,
+                    node_names=[str(x) for x in f.nodes.name])
+    group = np.zeros(len(cap), dtype=np.int64) if arc_group is None else arc_group
+    S, T = dag.n_stages, dag.n_transfers
+    conn_ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
+    npred = np.diff(dag.dep_ptr).astype(np.int64)
+    succ_ptr, succ_idx = dag.successors()
+    st_start = np.full(S, np.nan)
+    st_end = np.full(S, np.nan)
+    x_start = np.full(T, np.nan)
+    x_end = np.full(T, np.nan)
+    x_minr = np.full(T, np.inf)
+    reps = np.zeros(S, dtype=np.int64)
+    outstanding = np.zeros(S, dtype=np.int64)
+    rep_t0 = np.zeros(S)
+    x_qps_left = np.zeros(T, dtype=np.int64)
+    x_rep_end = np.zeros(T)
+    state = {"stages_left": S}
+    ev = sim.ev
+    sim.keep_running = lambda: state["stages_left"] > 0
+
+    def now_ns() -> float:
+        return ev.now / PS_PER_NS
+
+    def start(s: int) -> None:
+        t = now_ns()
+        if np.isnan(st_start[s]):
+            st_start[s] = t
+        rep_t0[s] = t
+        if dag.stage_kind[s] == COMPUTE:
+            ev.at(ev.now + int(dag.duration_ns[s] * PS_PER_NS), lambda _: finish_rep(s))
+            return
+        xs = range(int(dag.xfer_ptr[s]), int(dag.xfer_ptr[s + 1]))
+        n = 0
+        for x in xs:  # transfers of one stage, each simulated packet by packet
+            c = int(xfer_conn[x])
+            rows = range(int(conn_ptr[c]), int(conn_ptr[c + 1]))
+            size = round(float(dag.size_bytes[x]))
+            k = len(rows)
+            if np.isnan(x_start[x]):
+                x_start[x] = t
+            x_qps_left[x] = k
+            x_rep_end[x] = t
+            for j, r in enumerate(rows):
+                part = size // k + (1 if j < size % k else 0)
+                sim.add_flow(routes[r], part, on_done=qp_done, tag=(s, x))
+            n += 1
+        outstanding[s] = n
+        if n == 0:
+            ev.at(ev.now, lambda _: finish_rep(s))
+
+    def qp_done(qp: QP) -> None:
+        s, x = qp.tag
+        x_qps_left[x] -= 1
+        if x_qps_left[x]:
+            return
+        t = now_ns()
+        dur = t - rep_t0[s]
+        if dur > 0:
+            x_minr[x] = min(x_minr[x], float(dag.size_bytes[x]) * 8 / dur)
+        x_end[x] = t
+        outstanding[s] -= 1
+        if outstanding[s] == 0:
+            finish_rep(s)
+
+    def finish_rep(s: int) -> None:
+        reps[s] += 1
+        if reps[s] < dag.repeat[s]:
+            start(s)
+            return
+        st_end[s] = now_ns()
+        state["stages_left"] -= 1
+        if progress is not None:
+            progress(1)
+        if state["stages_left"] == 0:
+            ev.stop()
+        for c in succ_idx[succ_ptr[s]:succ_ptr[s + 1]]:
+            npred[c] -= 1
+            if npred[c] == 0:
+                start(int(c))
+
+    def start_event(s: int) -> None:
+        start(s)
+
+    for s in np.flatnonzero(npred == 0):
+        ev.at(0, start_event, int(s))
+    if S:
+        sim.run()
+
+    n_arcs = len(cap)
+    arc_bytes = np.zeros(n_arcs)
+    peak = np.zeros(n_arcs)
+    q_peak = np.zeros(n_arcs)
+    for a, p in sim.net.ports.items():
+        arc_bytes[a] = p.tx_bytes
+        q_peak[a] = max(p.q_peak)
+    for a, bps in sim.arc_peak_bps.items():  # frames are counted when they start
+        peak[a] = min(bps / 1e9, float(cap[a]))
+    bott = np.full(T, -1, dtype=np.int64)
+    first_row = conn_ptr[np.asarray(xfer_conn, dtype=np.int64)] if T else np.zeros(0, int)
+    for x in range(T):  # transfers of a packet run
+        r = routes[int(first_row[x])]
+        if r:
+            qs = q_peak[list(r)]
+            if qs.max() > 0:
+                bott[x] = r[int(np.argmax(qs))]
+    tl = np.array([(t0 / PS_PER_NS, t1 / PS_PER_NS) for t0, t1, _ in sim.interval_bytes],
+                  dtype=np.float64).reshape(-1, 2)
+    tg = np.zeros((len(tl), n_groups))
+    for i, (_, _, moved) in enumerate(sim.interval_bytes):
+        for a, d in moved.items():
+            tg[i, group[a]] += d
+    min_gbps = np.where(np.isfinite(x_minr), x_minr, np.nan)
+    names = f.nodes.name
+    return PacketRun(
+        st_start, st_end, x_start, x_end, min_gbps, bott, arc_bytes, peak, tl, tg,
+        sim.ev.count, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
+        counters=sim.counters(), deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
+                                            for d in sim.deadlocks],
+        alarms=sim.alarms(),
+        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})

@@ -1,0 +1,278 @@
+"""A packet-level run: a :class:`~aifabric.sim.packet.network.Network` on its own event
+list, plus what an engineer watches — time series per port/queue and per QP, PFC
+deadlock detection, and alarms (PFC storm, pause past the watchdog, deadlock).
+
+:class:`Topology` builds small networks by hand (tests, what-if studies); the scenario
+path (:func:`aifabric.sim.packet.run.run_packet`) builds one from a Fabric.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from aifabric.sim.packet.config import PacketConfig
+from aifabric.sim.packet.engine import PS_PER_NS, PS_PER_US, EventList
+from aifabric.sim.packet.network import QP, Network
+
+__all__ = ["PacketSim", "Topology"]
+
+PORT_COLUMNS = ("time_ns", "arc", "tc", "queue_bytes", "ecn_marks", "pfc_sent", "pfc_received",
+                "paused", "paused_ns", "drops", "tx_bytes")
+QP_COLUMNS = ("time_ns", "qp", "rate_gbps", "acked_bytes", "delivered_bytes", "cnps",
+              "retx_bytes")
+
+
+class PacketSim:
+    """Flows on a network of arcs; see :class:`Network` for the arc arrays."""
+
+    def __init__(self, cfg: PacketConfig, *, arc_src: Sequence[int], arc_dst: Sequence[int],
+                 arc_gbps: Sequence[float], arc_delay_ns: Sequence[float],
+                 is_host: Sequence[bool], used_arcs: Sequence[int],
+                 node_names: Sequence[str] | None = None) -> None:
+        self.cfg = cfg
+        self.ev = EventList()
+        self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
+                           arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs)
+        self.names = list(node_names) if node_names is not None else \
+            [f"n{i}" for i in range(len(is_host))]
+        self.pending = 0
+        self.keep_running: Callable[[], bool] = lambda: self.pending > 0
+        self.sample_ps = int(cfg.sample_us * PS_PER_US)
+        self.check_ps = int(cfg.deadlock_check_us * PS_PER_US)
+        self._port_rows: list[tuple[Any, ...]] = []
+        self._qp_rows: list[tuple[Any, ...]] = []
+        self._last_tx: dict[int, int] = {}
+        self.arc_peak_bps: dict[int, float] = {}
+        self.interval_bytes: list[tuple[int, int, dict[int, int]]] = []
+        self.deadlocks: list[dict[str, Any]] = []
+        self._cycle_prev: tuple[frozenset[int], tuple[int, ...]] | None = None
+        self.stop_on_deadlock = True
+        self._started = False
+
+    # ----------------------------------------------------------------- flows
+    def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
+                 on_done: Callable[[QP], None] | None = None, tag: Any = None) -> QP:
+        """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``."""
+        self.pending += 1
+
+        def done(qp: QP) -> None:
+            self.pending -= 1
+            if on_done is not None:
+                on_done(qp)
+            if not self.keep_running():
+                self.ev.stop()
+
+        return self.net.add_qp(route, size_bytes, int(start_ns * PS_PER_NS) +
+                               (self.ev.now if start_ns == 0 else 0), done, tag)
+
+    @property
+    def qps(self) -> list[QP]:
+        return self.net.qps
+
+    def run(self, until_ns: float | None = None) -> None:
+        """Run until every flow is delivered (or ``keep_running`` says so), a deadlock is
+        confirmed, or ``until_ns`` (default: the config's ``until_ms``)."""
+        if not self._started:
+            self._started = True
+            self.ev.at(self.ev.now, self._sample, None)
+            self.ev.at(self.ev.now + self.check_ps, self._check, None)
+        limit = int((until_ns if until_ns is not None else self.cfg.until_ms * 1e6) * PS_PER_NS)
+        if self.keep_running():
+            self.ev.run(limit)
+        self._sample(None, reschedule=False)
+
+    @property
+    def now_ns(self) -> float:
+        return self.ev.now / PS_PER_NS
+
+    # ----------------------------------------------------------------- sampling
+    def _sample(self, _: Any, reschedule: bool = True) -> None:
+        now = self.ev.now
+        t_ns = now / PS_PER_NS
+        prows = self._port_rows
+        last = self._last_tx
+        moved: dict[int, int] = {}
+        t0 = self.interval_bytes[-1][1] if self.interval_bytes else 0
+        for a, p in self.net.ports.items():
+            tx = p.tx_bytes
+            if not tx and not p.qbytes[p.tcs[-1]] and not any(p.qbytes):
+                continue
+            d = tx - last.get(a, 0)
+            if d:
+                moved[a] = d
+                last[a] = tx
+                if now > t0:
+                    bps = d * 8e12 / (now - t0)
+                    if bps > self.arc_peak_bps.get(a, 0.0):
+                        self.arc_peak_bps[a] = bps
+            for tc in p.tcs:
+                paused_ps = p.paused_ps[tc] + (now - p.pause_since[tc] if p.paused[tc] else 0)
+                prows.append((t_ns, a, tc, p.qbytes[tc], p.ecn_marks, p.pfc_tx[tc],
+                              p.pfc_rx[tc], int(p.paused[tc]), paused_ps / PS_PER_NS,
+                              p.drops, tx))
+        if now > t0 or moved:
+            self.interval_bytes.append((t0, now, moved))
+        for qp in self.net.qps:
+            if qp.start_ps > now or (qp.done_ps >= 0 and qp.done_ps < now - self.sample_ps
+                                     and qp.acked_at >= 0):
+                continue
+            self._qp_rows.append((t_ns, qp.id, qp.cc.rate / 1e9, qp.snd_una, qp.rcv_nxt,
+                                  qp.cnps, qp.retx_bytes))
+        if reschedule:
+            self.ev.at(now + self.sample_ps, self._sample, None)
+
+    def port_series(self) -> dict[str, np.ndarray]:
+        """One row per (sample, port, traffic class): queue bytes and cumulative
+        counters (ECN marks, PFC frames sent/received, paused time, drops, bytes sent)."""
+        return _table(self._port_rows, PORT_COLUMNS)
+
+    def qp_series(self) -> dict[str, np.ndarray]:
+        """One row per (sample, QP): sending rate and cumulative progress counters."""
+        return _table(self._qp_rows, QP_COLUMNS)
+
+    # ----------------------------------------------------------------- deadlock
+    def _check(self, _: Any) -> None:
+        self.find_deadlock()
+        if not self.ev.stopped:
+            self.ev.at(self.ev.now + self.check_ps, self._check, None)
+
+    def find_deadlock(self) -> list[int] | None:
+        """A cycle of switch egress queues, each paused and holding frames that wait for
+        the next one; confirmed (recorded, run stopped) when the same cycle is found at
+        two checks in a row with no byte sent by its ports in between."""
+        edges = self.net.paused_edges()
+        if not edges:
+            self._cycle_prev = None
+            return None
+        g = nx.DiGraph()
+        g.add_edges_from((a, b) for a, b, _ in edges)
+        try:
+            cyc = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            self._cycle_prev = None
+            return None
+        arcs = [int(u) for u, _ in cyc]
+        key = frozenset(arcs)
+        tx = tuple(self.net.ports[a].tx_bytes for a in sorted(key))
+        prev = self._cycle_prev
+        self._cycle_prev = (key, tx)
+        if prev is not None and prev[0] == key and prev[1] == tx:
+            if not any(d["arcs_set"] == key for d in self.deadlocks):
+                ports = self.net.ports
+                self.deadlocks.append({
+                    "time_ns": self.now_ns, "arcs": arcs, "arcs_set": key,
+                    "ports": [f"{self.names[ports[a].src]} -> {self.names[ports[a].dst]}"
+                              for a in arcs]})
+                if self.stop_on_deadlock:
+                    self.ev.stop()
+            return arcs
+        return None
+
+    # ----------------------------------------------------------------- summary
+    def counters(self) -> dict[str, Any]:
+        """Totals of the run."""
+        ports = self.net.ports.values()
+        qps = self.net.qps
+        return {
+            "time_ns": self.now_ns, "events": self.ev.count, "qps": len(qps),
+            "qps_done": sum(q.done_ps >= 0 for q in qps),
+            "delivered_bytes": self.net.delivered,
+            "duplicate_bytes": sum(q.dup_bytes for q in qps),
+            "drops": self.net.drops, "retx_bytes": self.net.retx,
+            "timeouts": sum(q.timeouts for q in qps), "naks": sum(q.naks for q in qps),
+            "cnps": sum(q.cnps for q in qps),
+            "ecn_marks": sum(p.ecn_marks for p in ports),
+            "pfc_frames": self.net.sent_pfc,
+            "pause_ns": sum(sum(p.paused_ps) for p in ports) / PS_PER_NS,
+            "deadlocks": len(self.deadlocks),
+        }
+
+    def alarms(self) -> list[str]:
+        """One line per alarming thing: a deadlock, a pause longer than the PFC
+        watchdog, a port paused for most of the run (a PFC storm)."""
+        out = []
+        for d in self.deadlocks:
+            out.append(f"PFC deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of paused "
+                       f"queues {' => '.join(d['ports'])}")
+        now = self.ev.now
+        wd_ps = self.cfg.pfc.watchdog_ms * 1e9
+        storm = self.cfg.pfc.storm_fraction
+        for p in self.net.ports.values():
+            for tc in p.tcs:
+                cur = now - p.pause_since[tc] if p.paused[tc] else 0
+                longest = max(p.pause_longest[tc], cur)
+                total = p.paused_ps[tc] + cur
+                name = f"{self.names[p.src]} -> {self.names[p.dst]} TC{tc}"
+                if longest > wd_ps:
+                    out.append(f"pause past the PFC watchdog: {name} paused "
+                               f"{longest / 1e9:.3f} ms (watchdog "
+                               f"{self.cfg.pfc.watchdog_ms:g} ms)")
+                if now > 0 and total > storm * now and p.pfc_rx[tc] > 0:
+                    out.append(f"PFC storm: {name} paused {100 * total / now:.0f}% of the "
+                               f"run ({p.pfc_rx[tc]} pause frames received)")
+        return out
+
+
+def _table(rows: list[tuple[Any, ...]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if not rows:
+        return {c: np.zeros(0) for c in cols}
+    arr = list(zip(*rows, strict=True))
+    return {c: np.asarray(v, dtype=np.float64 if c in ("time_ns", "rate_gbps", "paused_ns")
+                          else np.int64) for c, v in zip(cols, arr, strict=True)}
+
+
+class Topology:
+    """A hand-built network: hosts (RoCE NICs), switches and full-duplex links.
+
+    >>> t = Topology()
+    >>> h0, h1, s = t.host("h0"), t.host("h1"), t.switch("s")
+    >>> _ = t.link(h0, s, 100, 1000); _ = t.link(h1, s, 100, 1000)
+    >>> t.route(h0, s, h1)
+    [0, 3]
+    """
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.is_host: list[bool] = []
+        self.arc_src: list[int] = []
+        self.arc_dst: list[int] = []
+        self.arc_gbps: list[float] = []
+        self.arc_delay_ns: list[float] = []
+        self._arc: dict[tuple[int, int], int] = {}
+
+    def _node(self, name: str, host: bool) -> int:
+        self.names.append(name)
+        self.is_host.append(host)
+        return len(self.names) - 1
+
+    def host(self, name: str) -> int:
+        return self._node(name, True)
+
+    def switch(self, name: str) -> int:
+        return self._node(name, False)
+
+    def link(self, u: int, v: int, gbps: float, delay_ns: float) -> int:
+        """A link u <-> v; arc 2l is u -> v, 2l+1 is v -> u. Returns l."""
+        a = len(self.arc_src)
+        for s, d in ((u, v), (v, u)):
+            self._arc.setdefault((s, d), len(self.arc_src))
+            self.arc_src.append(s)
+            self.arc_dst.append(d)
+            self.arc_gbps.append(float(gbps))
+            self.arc_delay_ns.append(float(delay_ns))
+        return a // 2
+
+    def route(self, *nodes: int) -> list[int]:
+        """The arcs along a node sequence."""
+        return [self._arc[(u, v)] for u, v in itertools.pairwise(nodes)]
+
+    def sim(self, cfg: PacketConfig | None = None) -> PacketSim:
+        return PacketSim(cfg or PacketConfig(), arc_src=self.arc_src, arc_dst=self.arc_dst,
+                         arc_gbps=self.arc_gbps, arc_delay_ns=self.arc_delay_ns,
+                         is_host=self.is_host, used_arcs=range(len(self.arc_src)),
+                         node_names=self.names)
