@@ -12,7 +12,6 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from aifabric.sim.packet.config import PacketConfig
@@ -149,6 +148,8 @@ class PacketSim:
         if not edges:
             self._cycle_prev = None
             return None
+        import networkx as nx  # only when queues are paused: keeps it off every start-up
+
         g = nx.DiGraph()
         g.add_edges_from((a, b) for a, b, _ in edges)
         try:
