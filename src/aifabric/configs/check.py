@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from aifabric.configs.build import BuildContext
 from aifabric.errors import Problem, SpecError
+from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["Deviation", "Inventory", "compare", "expected_inventory", "parse_inventory"]
 
@@ -135,12 +136,7 @@ def parse_inventory(data: Any, file: str, ctx: BuildContext) -> Inventory:
     try:
         inv = Inventory.model_validate(data)
     except ValidationError as err:
-        problems = []
-        for e in err.errors(include_url=False):
-            path = ".".join(str(p) for p in e["loc"])
-            msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
-            problems.append(Problem(path, msg, file))
-        raise SpecError(problems) from None
+        raise SpecError(problems_from_validation(err, Inventory, file)) from None
     known = _known_devices(ctx)
     problems = []
     for section in ("hosts", "switches"):
