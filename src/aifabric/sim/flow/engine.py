@@ -24,7 +24,6 @@ most that late — a relative time resolution of ``tolerance``.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,12 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from aifabric.sim.flow.maxmin import max_min_rates
+from aifabric.sim.flow._step import advance, apply_rates, next_finish
+from aifabric.sim.flow.maxmin import MaxMin
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
 __all__ = ["FlowRun", "Paths", "run_flow"]
 
 _START, _DONE = 0, 1
+_CACHE_FLOWS = 1 << 18  # rate solves over more active flows than this are not cached
 
 
 @dataclass
@@ -46,13 +47,16 @@ class Paths:
 
     ``incidence`` (n_flows x n_arcs): fraction of a flow's bytes on each arc; the flows
     of connection c are rows ``conn_ptr[c]:conn_ptr[c+1]``. ``latency_ns`` per
-    connection; ``capacity_gbps`` per arc.
+    connection; ``capacity_gbps`` per arc; ``arc_site`` (optional) the server each arc
+    belongs to, which lets the solver find the PCIe/NVLink hops that never bind
+    (:class:`~aifabric.sim.flow.maxmin.MaxMin`).
     """
 
     incidence: sp.csr_matrix
     conn_ptr: np.ndarray
     latency_ns: np.ndarray
     capacity_gbps: np.ndarray
+    arc_site: np.ndarray | None = None  # per arc: the server it belongs to (-1: none)
 
     @property
     def n_conns(self) -> int:
@@ -127,7 +131,14 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
     f_minr = np.zeros(0)
     f_bott = np.zeros(0, dtype=np.int64)
     next_uid = 0
-    counts = np.zeros(n_rows, dtype=np.int64)
+    counts = np.zeros(n_rows)  # active flows per row (float: what the solver takes)
+    # the multiset of active rows, hashed incrementally (Zobrist): two 64-bit sums of a
+    # random word per row, updated as flows join and leave, so a cache lookup costs
+    # nothing per flow
+    zob = np.random.default_rng(0x5EED).integers(0, 2**63, size=(2, n_rows), dtype=np.int64)
+    zkey = np.zeros(2, dtype=np.int64)
+    dead = np.zeros(0, dtype=bool)
+    n_dead = 0
     rate_row = np.zeros(n_rows)
     bott_row = np.full(n_rows, -1, dtype=np.int64)
 
@@ -158,7 +169,8 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
 
     def start(s: int, t: float) -> float:
         """Start (a repetition of) stage s at t; returns the time after any skipped reps."""
-        nonlocal f_cls, f_rem, f_x, f_st, f_uid, f_minr, f_bott, next_uid
+        nonlocal f_cls, f_rem, f_x, f_st, f_uid, f_minr, f_bott, next_uid, dead, zkey
+        compact()
         if np.isnan(st_start[s]):
             st_start[s] = t
         running.add(s)
@@ -189,9 +201,26 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
         f_uid = np.concatenate([f_uid, np.arange(next_uid, next_uid + n)])
         f_minr = np.concatenate([f_minr, np.full(n, np.inf)])
         f_bott = np.concatenate([f_bott, np.full(n, -1, dtype=np.int64)])
+        dead = np.concatenate([dead, np.zeros(n, dtype=bool)])
         next_uid += n
         np.add.at(counts, cls, 1)
+        with np.errstate(over="ignore"):
+            zkey = zkey + zob[:, cls].sum(axis=1)
         return t
+
+    def compact() -> None:
+        """Drop finished flows from the per-flow arrays (they linger, marked dead, until
+        a quarter of the arrays is dead or a stage starts)."""
+        nonlocal f_cls, f_rem, f_x, f_st, f_uid, f_minr, f_bott, r_f, dead, n_dead
+        if not n_dead:
+            return
+        keep = ~dead
+        f_cls, f_rem, f_x, f_st = f_cls[keep], f_rem[keep], f_x[keep], f_st[keep]
+        f_uid, f_minr, f_bott = f_uid[keep], f_minr[keep], f_bott[keep]
+        if len(r_f) == len(keep):
+            r_f = r_f[keep]
+        dead = dead[keep]
+        n_dead = 0
 
     def skip(s: int, t: float) -> float:
         """Jump over whole repetitions of s that would repeat the last one exactly."""
@@ -228,49 +257,53 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
 
     t = 0.0
     dirty = True
+    solver: MaxMin | None = None
+    flow_class: tuple[np.ndarray | None, np.ndarray] = (None, np.zeros(0, dtype=np.int64))
     r_f = np.zeros(0)
     load = np.zeros(n_arcs)
     while True:
-        nf = len(f_cls)
+        nf = len(f_cls) - n_dead
         if nf and dirty:
-            act = np.flatnonzero(counts)
-            cnt = counts[act]
-            key = hashlib.blake2b(act.tobytes() + cnt.tobytes(), digest_size=16).digest()
+            key = zkey.tobytes() + np.int64(nf).tobytes()
             hit = cache.get(key)
             if hit is None:
-                rate, bott, full = max_min_rates(rows_all[act], cap, cnt)
+                if solver is None:
+                    solver = MaxMin(rows_all, cap, site=paths.arc_site)
+                src_rate, src_bott, full, row_class = solver.solve_raw(counts)
                 stats["solves"] += 1
                 nz = np.flatnonzero(full)
-                cached_bytes += act.nbytes * 2 + rate.nbytes + bott.nbytes + nz.nbytes * 2
-                if cached_bytes > cache_limit:
-                    cache.clear()
-                    cached_bytes = 0
-                cache[key] = hit = (act, rate, bott, nz, full[nz])
-            _, rate, bott, nz, val = hit
+                val = full[nz]
+                if nf <= _CACHE_FLOWS:  # small enough to remember (ring steps repeat)
+                    act = np.flatnonzero(counts)
+                    at = act if row_class is None else row_class[act]
+                    hit = (act, src_rate[at], src_bott[at], nz, val)
+                    cached_bytes += act.nbytes * 3 + nz.nbytes * 2
+                    if cached_bytes > cache_limit:
+                        cache.clear()
+                        cached_bytes = 0
+                    cache[key] = hit
+                    idx = f_cls
+                elif row_class is None:
+                    idx = f_cls
+                else:  # the class of each flow, kept while the flow arrays stay the same
+                    if flow_class[0] is not f_cls:
+                        flow_class = (f_cls, row_class[f_cls])
+                    idx = flow_class[1]
+            if hit is not None:
+                act, r_act, b_act, nz, val = hit
+                rate_row[act] = r_act
+                bott_row[act] = b_act
+                src_rate, src_bott, idx = rate_row, bott_row, f_cls
             load = np.zeros(n_arcs)
             load[nz] = val
-            rate_row[act] = rate
-            bott_row[act] = bott
-            r_f = rate_row[f_cls]
-            lower = r_f < f_minr
-            f_minr[lower] = r_f[lower]
-            f_bott[lower] = bott_row[f_cls[lower]]
+            r_f = np.empty(len(f_cls))
+            apply_rates(src_rate, src_bott, idx, dead, r_f, f_minr, f_bott)
             dirty = False
         t_heap = heap[0][0] if heap else np.inf
         fin = None
+        finishing = False
         if nf:
-            tfin = f_rem / r_f
-            dmin = float(tfin.min())
-            if t + dmin > t_heap:
-                dt = t_heap - t
-            else:
-                # finish together the flows draining within tolerance x the elapsed
-                # time of the earliest one's step (a relative time resolution)
-                first = int(np.argmin(tfin))
-                window = tolerance * (t + dmin - rep_start[f_st[first]])
-                dt = float(tfin[tfin <= dmin + max(window, dmin * tolerance)].max())
-                dt = min(dt, t_heap - t)
-                fin = tfin <= dt * (1 + 1e-12)
+            dt, finishing = next_finish(f_rem, r_f, f_st, rep_start, t, t_heap, tolerance)
         elif heap:
             dt = t_heap - t
         else:
@@ -282,22 +315,35 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
             tl_g.append(np.bincount(group, weights=load * dt, minlength=n_groups))
             if record:
                 intervals.append((t, t + dt, load.copy()))
-            f_rem = f_rem - r_f * dt
+        if nf:
+            fin, tfin = advance(f_rem, r_f, max(dt, 0.0), finishing)
         t_prev, t = t, t + max(dt, 0.0)
         stats["events"] += 1
-        if fin is not None and fin.any():
+        if fin is not None and len(fin):
+            # the flows that drained before the event's end did not carry load after
+            # their drain time: take back what the interval counted past it
+            over = r_f[fin] * np.maximum(dt - tfin, 0.0)
+            if dt > 0 and over.any():
+                extra = rows_all[f_cls[fin]].T @ over
+                arc_bytes -= extra
+                tl_g[-1] = tl_g[-1] - np.bincount(group, weights=extra, minlength=n_groups)
             fs = f_st[fin]
             fx = f_x[fin]
-            done_at = t_prev + tfin[fin] + conn_lat[xfer_conn[fx]]
+            done_at = t_prev + tfin + conn_lat[xfer_conn[fx]]
             np.fmax.at(x_end, fx, done_at)
             np.maximum.at(max_end, fs, done_at)
             np.minimum.at(x_minr, fx, f_minr[fin])
             x_bott[fx[f_minr[fin] <= x_minr[fx]]] = f_bott[fin][f_minr[fin] <= x_minr[fx]]
             np.subtract.at(counts, f_cls[fin], 1)
             np.subtract.at(outstanding, fs, 1)
-            keep = ~fin
-            f_cls, f_rem, f_x, f_st = f_cls[keep], f_rem[keep], f_x[keep], f_st[keep]
-            f_uid, f_minr, f_bott, r_f = f_uid[keep], f_minr[keep], f_bott[keep], r_f[keep]
+            with np.errstate(over="ignore"):
+                zkey = zkey - zob[:, f_cls[fin]].sum(axis=1)
+            dead[fin] = True
+            f_rem[fin] = np.inf
+            r_f[fin] = 1.0
+            n_dead += len(fin)
+            if n_dead * 4 > len(f_cls):
+                compact()
             involved = {int(s) for s in np.unique(fs)}
             for s in involved:
                 if outstanding[s] == 0:
