@@ -49,6 +49,8 @@ def write_plots(r: SimResult, folder: Path) -> list[str]:
     ops = sorted(set(c["op"].tolist()))
     colors = {op: plt.cm.tab10(i % 10) for i, op in enumerate(ops)}
     for y, i in enumerate(order):
+        if not np.isfinite(c["end_ns"][i] - c["start_ns"][i]):
+            continue  # never finished (a deadlock, a run cut at until_ms): no bar
         ax.barh(y, (c["end_ns"][i] - c["start_ns"][i]) / 1e6, left=c["start_ns"][i] / 1e6,
                 color=colors[c["op"][i]], height=0.8)
     ax.set_yticks(range(len(order)))

@@ -6,7 +6,7 @@ This is the pure core behind ``aifabric simulate``: no printing, no files.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
-from aifabric.sim.paths import host_side_arcs, route_dag
+from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
 from aifabric.sim.results import SimResult, arc_groups, build_result
 from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
 from aifabric.topology.fabric import Fabric, NodeKind
@@ -30,6 +30,8 @@ class Workload:
     job_gpus: list[np.ndarray]  # fabric GPU node ids per job
     iterations: list[int]
     coll_gpus: list[np.ndarray]
+    # (src GPU, dst GPU) -> the path a traffic CSV pins for that pair
+    pinned: dict[tuple[int, int], PinnedPath] = field(default_factory=dict)
 
 
 def gpu_pool(f: Fabric) -> GpuPool:
@@ -103,6 +105,7 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     job_gpus: list[np.ndarray] = []
     iters: list[int] = []
     coll_gpus: list[np.ndarray] = []
+    pinned: dict[tuple[int, int], PinnedPath] = {}
     try:
         for i, js in enumerate(scn.jobs):
             where = f"jobs[{i}]"
@@ -186,18 +189,19 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     finally:
         _NAMES.pop(id(pool), None)
         for i, pat in enumerate(scn.traffic):
-            _add_traffic(b, scn, f, i, pat, problems)
+            _add_traffic(b, scn, f, i, pat, problems, pinned)
     if problems:
         raise SpecError(problems)
     if not scn.jobs and not scn.collectives and not scn.traffic:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
-    return Workload(b.build(), job_gpus, iters, coll_gpus)
+    return Workload(b.build(), job_gpus, iters, coll_gpus, pinned)
 
 
 def _add_traffic(b: DAGBuilder, scn: SimScenario, f: Fabric, i: int, pat: Any,
-                 problems: list[Problem]) -> None:
-    """One traffic pattern as one stage of point-to-point transfers."""
+                 problems: list[Problem], pinned: dict[tuple[int, int], PinnedPath]) -> None:
+    """One traffic pattern as one stage of point-to-point transfers; the paths its CSV
+    pins (``routing.policy: pinned``) go into ``pinned``, by GPU pair."""
     from aifabric.routing.traffic import build_traffic
 
     where = f"traffic.{i}"
@@ -213,12 +217,10 @@ def _add_traffic(b: DAGBuilder, scn: SimScenario, f: Fabric, i: int, pat: Any,
         problems.extend(Problem(p.path.replace("traffic.0", where), p.message, p.file)
                         for p in err.problems)
         return
-    if pins is not None:
-        problems.append(Problem(f"{where}.file", "pinned paths are not simulated; allowed: "
-                                "a flow list without a path column"))
-        return
     conn = np.asarray(flows.conn)
     first = np.searchsorted(conn, np.arange(int(conn.max()) + 1 if len(conn) else 0))
+    if pins is not None and not _pin(scn, f, i, pat, flows, first, pins, pinned, problems):
+        return
     size = np.bincount(conn, weights=flows.size_bytes)
     src, dst = flows.src_gpu[first], flows.dst_gpu[first]
     if (size <= 0).any():
@@ -232,6 +234,39 @@ def _add_traffic(b: DAGBuilder, scn: SimScenario, f: Fabric, i: int, pat: Any,
                                 size_bytes=int(mean), channels=1, job=-1, stages=(st,),
                                 busbw_factor=1.0))
     b.coll = -1
+
+
+def _pin(scn: SimScenario, f: Fabric, i: int, pat: Any, flows: Any, first: np.ndarray,
+         pins: tuple[np.ndarray, np.ndarray], pinned: dict[tuple[int, int], PinnedPath],
+         problems: list[Problem]) -> bool:
+    """Record the path of every CSV row that has one (the row's connection is its row
+    index); False (and a problem) when the paths cannot be followed."""
+    where = f"traffic.{i}.file"
+    policy = scn.spec.routing.policy
+    if policy != "pinned":
+        problems.append(Problem(where, f"{pat.file!r} pins paths (a path column) but "
+                                f"routing.policy is {policy}; allowed: routing.policy: "
+                                "pinned (follow them), or a CSV without paths"))
+        return False
+    ptr, nodes = pins
+    ok = True
+    for row, k in enumerate(first.tolist()):  # explicit CSV rows: small by nature
+        path = nodes[ptr[k]:ptr[k + 1]]
+        if not len(path):
+            continue
+        key = (int(flows.src_gpu[k]), int(flows.dst_gpu[k]))
+        here = PinnedPath(path, f"{where} line {row + 2}: path", str(pat.file))
+        seen = pinned.get(key)
+        if seen is not None and not np.array_equal(seen.nodes, path):
+            problems.append(Problem(here.where, f"{pat.file}: "
+                                    f"{f.nodes.name[key[0]]} -> {f.nodes.name[key[1]]} is "
+                                    f"pinned to another path at {seen.where.split(': ')[0]}; "
+                                    "allowed: one path per GPU pair (a pair is one "
+                                    "connection)"))
+            ok = False
+            continue
+        pinned.setdefault(key, here)
+    return ok
 
 
 def _whole_hosts(pool: GpuPool, pos: np.ndarray) -> bool:
@@ -262,7 +297,8 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     groups, gnames = arc_groups(f)
     routing = effective_routing(scn, f)
     seed = int(getattr(scn, "seed", 0) or 0)
-    paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed)
+    paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
+                             pinned=wl.pinned or None)
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
