@@ -169,3 +169,23 @@ def test_routing_scenario_traffic_is_simulated_and_source_ports_reach_line_rate(
     ecmp = scn.model_copy(update={"spec": scn.spec.model_copy(update={
         "routing": scn.spec.routing.model_copy(update={"policy": "ecmp"})})})
     assert simulate(ecmp, f).summary["collectives"][0]["busbw_gbps"] < sp["busbw_gbps"]
+
+
+def test_an_unfinished_run_reports_no_time_and_says_how_far_it_got(cli, tmp_path):
+    """A run that stops before its transfers are delivered (the deadlock example) must
+    not report a completion time or a bandwidth: the collective is 'unfinished', the
+    JSON has nulls, and the summary says how many transfers were left."""
+    import json
+
+    from tests.conftest import EXAMPLES
+
+    r = cli("simulate", str(EXAMPLES / "scenarios" / "deadlock-bounce.yaml"), "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["finished"] is False
+    assert s["transfers_undelivered"] == s["engine"]["transfers"] > 0
+    c = s["collectives"][0]
+    assert c["time_ns"] is None and c["busbw_gbps"] is None
+    assert s["makespan_ns"] > 0  # how far the run got
+    r = cli("simulate", str(EXAMPLES / "scenarios" / "deadlock-bounce.yaml"))
+    assert "unfinished" in r.out and "undelivered" in r.out

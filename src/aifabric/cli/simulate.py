@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
@@ -50,7 +51,11 @@ def load_and_run(path: Path, sim: str | None = None) -> SimResult:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}"
+    return f"{ns / 1e6:,.3f}" if np.isfinite(ns) else "unfinished"
+
+
+def _f(x: float, spec: str) -> str:
+    return format(x, spec) if np.isfinite(x) else "-"
 
 
 def print_result(r: SimResult) -> None:
@@ -60,6 +65,10 @@ def print_result(r: SimResult) -> None:
     console.print(f"[bold]{r.scenario}[/bold] on {r.fabric} — sim {r.sim}, routing "
                   f"{rt.get('policy')} ({rt.get('qps_per_connection')} QP/conn, "
                   f"port by {rt.get('nic_port_choice')}); makespan {_ms(r.makespan_ns)} ms")
+    if not s.get("finished", True):
+        console.print(f"[bold red]unfinished:[/bold red] the run stopped at "
+                      f"{_ms(r.makespan_ns)} ms with {s['transfers_undelivered']:,} of "
+                      f"{s['engine']['transfers']:,} transfers undelivered")
     if s["collectives"]:
         t = Table(title="collectives (nccl-tests conventions)", title_justify="left")
         for col in ("collective", "op", "algorithm", "GPUs", "size MiB", "time ms",
@@ -69,8 +78,8 @@ def print_result(r: SimResult) -> None:
         for c in s["collectives"][:20]:
             t.add_row(str(c["collective"]), c["op"], c["algorithm"], f"{c['gpus']:,}",
                       f"{c['size_bytes'] / 2**20:,.1f}", _ms(c["time_ns"]),
-                      f"{c['algbw_GBps']:.2f}", f"{c['busbw_GBps']:.2f}",
-                      f"{c['busbw_gbps']:.1f}")
+                      _f(c["algbw_GBps"], ".2f"), _f(c["busbw_GBps"], ".2f"),
+                      _f(c["busbw_gbps"], ".1f"))
         console.print(t)
     if s["jobs"]:
         t = Table(title="jobs (per iteration)", title_justify="left")
@@ -96,7 +105,7 @@ def print_result(r: SimResult) -> None:
         for col in ("src", "dst", "min Gb/s", "bottleneck", "tier"):
             t.add_column(col, justify="right" if col == "min Gb/s" else "left")
         for x in s["slowest_transfers"][:5]:
-            t.add_row(x["src"], x["dst"], f"{x['min_rate_gbps']:.1f}", x["bottleneck"] or "-",
+            t.add_row(x["src"], x["dst"], _f(x['min_rate_gbps'], '.1f'), x["bottleneck"] or "-",
                       x["tier"] or "-")
         console.print(t)
     tp = s["two_port"]
@@ -119,7 +128,18 @@ def print_result(r: SimResult) -> None:
 
 
 def _jsonable(x: Any) -> Any:
-    return json.loads(json.dumps(x, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
+    """Plain JSON: numpy scalars as numbers, NaN and infinities (an unfinished
+    collective's time, a rate never measured) as null."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: clean(w) for k, w in v.items()}
+        if isinstance(v, list | tuple):
+            return [clean(w) for w in v]
+        if isinstance(v, float) and not np.isfinite(v):
+            return None
+        return v
+    return clean(json.loads(json.dumps(
+        x, default=lambda v: v.item() if hasattr(v, "item") else str(v))))
 
 
 def simulate_cmd(

@@ -12,7 +12,11 @@ __all__ = ["comparison_rows", "render_markdown"]
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+    return f"{ns / 1e6:,.3f} ms" if np.isfinite(ns) else "unfinished"
+
+
+def _f(x: float, spec: str) -> str:
+    return format(x, spec) if np.isfinite(x) else "-"
 
 
 def _bytes(b: float) -> str:
@@ -74,14 +78,17 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
              f"`{s.get('routing', {}).get('policy', '?')}` "
              f"({s.get('routing', {}).get('qps_per_connection', '?')} QP/connection, "
              f"NIC port by {s.get('routing', {}).get('nic_port_choice', '?')}). "
-             f"Makespan {_ms(r.makespan_ns)}."]
+             f"Makespan {_ms(r.makespan_ns)}." if s.get("finished", True) else
+             f"**Unfinished**: the run stopped at {_ms(r.makespan_ns)} with "
+             f"{s['transfers_undelivered']:,} of {s['engine']['transfers']:,} transfers "
+             "undelivered."]
     if s["collectives"]:
         parts.append(_table(
             ["collective", "op", "algorithm", "GPUs", "size", "time", "algbw GB/s",
              "busbw GB/s", "busbw Gb/s"],
             [[c["collective"], c["op"], c["algorithm"], c["gpus"], _bytes(c["size_bytes"]),
-              _ms(c["time_ns"]), f"{c['algbw_GBps']:.2f}", f"{c['busbw_GBps']:.2f}",
-              f"{c['busbw_gbps']:.1f}"] for c in s["collectives"][:30]]))
+              _ms(c["time_ns"]), _f(c["algbw_GBps"], ".2f"), _f(c["busbw_GBps"], ".2f"),
+              _f(c["busbw_gbps"], ".1f")] for c in s["collectives"][:30]]))
     if s["jobs"]:
         parts.append(_table(
             ["job", "GPUs", "segments", "iteration", "compute", "exposed comm", "comm bytes",
@@ -100,7 +107,7 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
         parts.append("Slowest transfers (lowest rate they ran at) and the link that held "
                      "them back:\n\n" + _table(
                          ["src", "dst", "job", "min rate Gb/s", "bottleneck", "tier"],
-                         [[x["src"], x["dst"], x["job"] or "-", f"{x['min_rate_gbps']:.1f}",
+                         [[x["src"], x["dst"], x["job"] or "-", _f(x['min_rate_gbps'], '.1f'),
                            x["bottleneck"] or "-", x["tier"] or "-"]
                           for x in s["slowest_transfers"]]))
     if s["hot_links"]:

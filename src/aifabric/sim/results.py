@@ -60,7 +60,13 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     names = f.nodes.name
     start, end = run.stage_start_ns, run.stage_end_ns
     valid = np.isfinite(end)
-    makespan = float(end[valid].max()) if valid.any() else 0.0
+    # how far the run got: the last stage end, or, when stages never finished (a
+    # deadlock, a run cut short), the end of the last interval it simulated
+    tl_end = float(run.timeline_ns[:, 1].max()) if len(run.timeline_ns) else 0.0
+    done_x = np.isfinite(run.xfer_end_ns)
+    makespan = max(float(end[valid].max()) if valid.any() else 0.0,
+                   0.0 if valid.all() else tl_end,
+                   0.0 if valid.all() or not done_x.any() else float(run.xfer_end_ns[done_x].max()))
     xs = dag.xfer_stage
     moved = dag.size_bytes * dag.repeat[xs]
 
@@ -73,8 +79,12 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     np.maximum.at(c_end, dag.stage_coll[has], end[has])
     coll = dag.collectives
     c_size = np.array([c.size_bytes for c in coll], dtype=np.float64)
+    # a collective is finished when every one of its stages is; else no time, no bandwidth
+    c_open = np.zeros(nc, dtype=bool)
+    c_open[dag.stage_coll[(dag.stage_coll >= 0) & ~valid]] = True
+    c_end = np.where(c_open, np.nan, c_end)
     c_time = np.maximum(c_end - c_start, 0.0) if nc else np.zeros(0)
-    c_alg = np.divide(c_size, c_time, out=np.zeros(nc), where=c_time > 0)
+    c_alg = np.divide(c_size, c_time, out=np.where(c_open, np.nan, 0.0), where=c_time > 0)
     c_bus = c_alg * np.array([c.busbw_factor for c in coll]) if nc else np.zeros(0)
     collectives: Table = {
         "collective": np.array([c.name for c in coll], dtype=object),
@@ -101,6 +111,8 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     for j in range(nj):  # jobs, a handful
         st = (dag.stage_job == j) & valid
         t_it = float(end[st].max() - start[st].min()) / iterations[j] if st.any() else 0.0
+        if ((dag.stage_job == j) & ~valid).any():
+            t_it = np.nan  # the job never finished its iterations
         t_c = float(comp_end[dag.stage_job == j].max()) / iterations[j] if st.any() else 0.0
         mine = xjob == j
         j_rows["job"].append(dag.jobs[j])
@@ -109,7 +121,7 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
         j_rows["iterations"].append(iterations[j])
         j_rows["iteration_ns"].append(t_it)
         j_rows["compute_ns"].append(t_c)
-        j_rows["exposed_comm_ns"].append(max(t_it - t_c, 0.0))
+        j_rows["exposed_comm_ns"].append(max(t_it - t_c, 0.0) if np.isfinite(t_it) else np.nan)
         j_rows["comm_bytes"].append(float(moved[mine].sum()) / iterations[j])
         j_rows["cross_segment_bytes"].append(float(moved[mine & cross_seg].sum())
                                              / iterations[j])
@@ -200,6 +212,8 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
         "jobs": [{k: _py(jobs[k][i]) for k in jobs} for i in range(nj)],
         "tiers": tiers, "slowest_transfers": slowest, "hot_links": hot_links,
         "two_port": two_port_imbalance(f, run.arc_bytes),
+        "finished": bool(valid.all()),
+        "transfers_undelivered": int((~done_x).sum()),
         "engine": {"events": run.events, "rate_solves": run.rate_solves,
                    "repetitions_reused": run.reps_skipped, "stages": dag.n_stages,
                    "transfers": dag.n_transfers},
