@@ -303,9 +303,11 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
     elif scn.sim == "packet":
+        from aifabric.sim.packet.config import effective_packet_config
         from aifabric.sim.packet.run import run_packet
 
-        run = run_packet(dag, f, paths, xconn, scn.packet, arc_group=groups,
+        cfg = effective_packet_config(scn.packet, scn.spec.deploy)
+        run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
                          n_groups=len(gnames), progress=progress)
     else:
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
@@ -319,4 +321,9 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         from aifabric.sim.packet.results import attach_packet_results
 
         attach_packet_results(res, run)  # type: ignore[arg-type]
+        res.summary["packet"]["settings"] = {
+            "pfc": cfg.pfc.enabled, "lossless_priorities": list(cfg.pfc.priorities),
+            "ecn": [cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes, cfg.ecn.pmax] if cfg.ecn.enabled
+            else None, "cc": cfg.cc.algorithm,
+            **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
     return res

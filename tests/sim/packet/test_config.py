@@ -55,3 +55,44 @@ def test_nvidia_dcqcn_defaults():
             p.rpg_threshold, p.rpg_gd, p.rpg_min_dec_fac, p.rpg_min_rate, p.dce_tcp_g,
             p.dce_tcp_rtt, p.initial_alpha_value, p.rate_reduce_monitor_period) == \
         (5, 50, 300, 32767, 1, 11, 50, 1, 1019, 1, 1023, 4)
+
+
+def test_a_scenario_simulates_the_deployed_qos_unless_it_overrides_it():
+    """The spec's deploy section (what `aifabric build` writes into switch and NIC
+    configs) is what a packet run uses; the scenario's own `packet:` values win."""
+    from aifabric.sim.packet.config import effective_packet_config
+    from aifabric.spec.deploy import Deploy
+
+    dep = Deploy.model_validate({
+        "qos": {"mode": "lossless", "roce_dscp": 24, "roce_tc": 4, "cnp_dscp": 46,
+                "cnp_tc": 5, "ecn": {"min_threshold_bytes": 50_000,
+                                     "max_threshold_bytes": 800_000, "max_mark_percent": 10}},
+        "dcqcn": {"rpg_time_reset": 55, "rpg_ai_rate": 8, "clamp_tgt_rate": 1}})
+    cfg = effective_packet_config(PacketConfig(), dep)
+    assert (cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes, cfg.ecn.pmax) == (50_000, 800_000, 0.1)
+    assert cfg.pfc.enabled and cfg.pfc.priorities == [4]
+    assert cfg.nic.dscp == 24 and cfg.nic.dscp_to_tc == {24: 4, 46: 5}
+    assert cfg.cc.dcqcn.rpg_time_reset == 55 and cfg.cc.dcqcn.rpg_ai_rate == 8
+    assert cfg.cc.dcqcn.clamp_tgt_rate is True
+    own = packet_config_from_dict({"ecn": {"kmax_bytes": 900_000},
+                                   "cc": {"dcqcn": {"rpg_time_reset": 300}}})
+    cfg = effective_packet_config(own, dep)
+    assert (cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes) == (50_000, 900_000)
+    assert cfg.cc.dcqcn.rpg_time_reset == 300 and cfg.cc.dcqcn.rpg_ai_rate == 8
+    lossy = Deploy.model_validate({"qos": {"mode": "lossy"}})
+    assert not effective_packet_config(PacketConfig(), lossy).pfc.enabled
+
+
+def test_an_override_that_contradicts_the_deployed_qos_is_one_clear_line():
+    """A scenario Kmax below the deployed Kmin is the same bad input as both in the
+    scenario: one problem naming packet.ecn."""
+    from aifabric.sim.packet.config import effective_packet_config
+    from aifabric.spec.deploy import Deploy
+
+    dep = Deploy.model_validate({"qos": {"ecn": {"min_threshold_bytes": 500_000,
+                                                 "max_threshold_bytes": 900_000}}})
+    own = packet_config_from_dict({"ecn": {"kmax_bytes": 100_000}})
+    with pytest.raises(SpecError) as err:
+        effective_packet_config(own, dep, file="s.yaml")
+    (p,) = err.value.problems
+    assert p.path == "packet.ecn" and "kmin_bytes (500000) is above kmax_bytes" in p.message

@@ -16,7 +16,8 @@ from aifabric.errors import Problem, SpecError
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "EcnConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
-           "TimelyParams", "packet_config_from_dict"]
+           "TimelyParams", "deployed_packet_settings", "effective_packet_config",
+           "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
 
@@ -225,3 +226,45 @@ def packet_config_from_dict(data: Any, *, file: str | None = None,
     except ValidationError as err:
         raise SpecError([Problem(f"{path}.{p.path}" if p.path else path, p.message, p.file)
                          for p in problems_from_validation(err, PacketConfig, file)]) from None
+
+
+def deployed_packet_settings(deploy: Any) -> dict[str, Any]:
+    """The fabric's deployed QoS (the spec's ``deploy`` section: what ``aifabric build``
+    writes into the switch and NIC configurations) as ``packet:`` settings: lossless or
+    lossy, the RoCE priority, ECN WRED thresholds, DSCPs and their traffic classes, the
+    PFC-watchdog time and every DCQCN parameter the simulator models (same names)."""
+    q, d = deploy.qos, deploy.dcqcn
+    dcqcn: dict[str, Any] = {}
+    for name in DcqcnParams.model_fields:
+        if hasattr(d, name):
+            v = getattr(d, name)
+            dcqcn[name] = bool(v) if name == "clamp_tgt_rate" else v
+    return {
+        "pfc": {"enabled": q.mode == "lossless", "priorities": [q.roce_tc],
+                "watchdog_ms": float(q.pfc_watchdog.detection_ms)},
+        "ecn": {"kmin_bytes": q.ecn.min_threshold_bytes,
+                "kmax_bytes": q.ecn.max_threshold_bytes,
+                "pmax": q.ecn.max_mark_percent / 100.0},
+        "nic": {"dscp": q.roce_dscp, "cnp_dscp": q.cnp_dscp,
+                "dscp_to_tc": {q.roce_dscp: q.roce_tc, q.cnp_dscp: q.cnp_tc}},
+        "cc": {"dcqcn": dcqcn},
+    }
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
+            and k != "dscp_to_tc" else v
+    return out
+
+
+def effective_packet_config(packet: PacketConfig, deploy: Any, *, file: str | None = None
+                            ) -> PacketConfig:
+    """The settings a scenario's packet run uses: the fabric's deployed QoS
+    (:func:`deployed_packet_settings`), overridden by what the scenario's ``packet:``
+    section sets itself. What you tune in the simulator is then what ``aifabric build``
+    deploys once copied into ``deploy``; and an untouched scenario simulates the fabric
+    as deployed."""
+    merged = _merge(deployed_packet_settings(deploy), packet.model_dump(exclude_unset=True))
+    return packet_config_from_dict(merged, file=file)
