@@ -5,16 +5,21 @@ ToR-agg and agg-core links; 16 cores, one link per pod to each; 1 us links. Ever
 sends one 2 MB flow to a permutation partner at the same instant, DCQCN, 1000-byte
 payloads. The case runs in a fresh process pinned to one core (``_harness``).
 Target: under 60 s and under 1 GB (ns-3's RDMA simulator: 91.5 s DCQCN, 105 s HPCC,
-380 MB on 2 cores).
+380 MB on 2 cores), build + run.
+
+The event loop is compiled by numba and cached (``__pycache__``): a machine's first run
+compiles it; ``--cold`` measures that first run (an empty numba cache of its own).
 
     python benchmarks/bench_packet.py [--cc dcqcn|hpcc] [--hosts-per-tor 16] [--mb 2]
-                                      [--ack-interval 1] [--limit-s 900]
+                                      [--ack-interval 1] [--cold] [--limit-s 900]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import tempfile
 import time
 
 from _harness import run_isolated
@@ -86,22 +91,29 @@ def main() -> None:
     ap.add_argument("--hosts-per-tor", type=int, default=16)
     ap.add_argument("--mb", type=float, default=2.0)
     ap.add_argument("--ack-interval", type=int, default=1, help="ACK every n packets")
+    ap.add_argument("--cold", action="store_true", help="compile the event loop afresh "
+                    "(a machine's first run)")
     ap.add_argument("--limit-s", type=float, default=900.0)
     args = ap.parse_args()
-    c = run_isolated(_run, args.cc, args.hosts_per_tor, args.mb, args.ack_interval,
-                     timeout_s=args.limit_s)
+    with tempfile.TemporaryDirectory() as cache:
+        if args.cold:  # the child (spawned) inherits it
+            os.environ["NUMBA_CACHE_DIR"] = cache
+        c = run_isolated(_run, args.cc, args.hosts_per_tor, args.mb, args.ack_interval,
+                         timeout_s=args.limit_s)
     if c is None:
         print(f"ran past {args.limit_s:g} s: target (< 60 s) NOT MET")
         return
     print(f"flows {c['flows']}  nodes {c['nodes']}  cc {args.cc}  "
-          f"ACK every {args.ack_interval} packet(s)")
+          f"ACK every {args.ack_interval} packet(s)"
+          f"{'  (cold: compiling the event loop)' if args.cold else ''}")
     print(f"simulated {c['time_ns'] / 1e3:.1f} us, {c['events']:,} events, "
           f"{c['delivered_bytes'] / 1e6:.1f} MB delivered, {c['qps_done']}/{c['qps']} done, "
           f"drops {c['drops']}, PFC frames {c['pfc_frames']}, CNPs {c['cnps']}")
     print(f"build {c['build_s']:.2f} s, run {c['run_s']:.2f} s "
           f"({c['events'] / c['run_s'] / 1e6:.2f} M events/s), peak RSS {c['peak_mb']:.0f} MB")
-    ok = c["run_s"] < 60 and c["peak_mb"] < 1024
-    print(f"measured {c['run_s']:.1f} s / {c['peak_mb']:.0f} MB vs target < 60 s / < 1024 MB "
+    total = c["build_s"] + c["run_s"]
+    ok = total < 60 and c["peak_mb"] < 1024
+    print(f"measured {total:.1f} s / {c['peak_mb']:.0f} MB vs target < 60 s / < 1024 MB "
           f"(ns-3: 91.5 s DCQCN, 105 s HPCC, 380 MB) -> {'MET' if ok else 'NOT MET'}")
 
 

@@ -16,21 +16,24 @@ Time is integer picoseconds; frame sizes are bytes on the wire (payload + header
 serialization adds the preamble and inter-frame gap).
 
 One event per frame per hop: its arrival at the far end (the serializer's end only needs
-an event when more frames wait behind it).
+an event when more frames wait behind it). The state lives in numpy arrays and the event
+loop is compiled (:mod:`aifabric.sim.packet.kernel`); :class:`Network` owns the arrays
+and drives the loop, and :class:`Port`, :class:`QP`, :class:`Packet` and the ``cc`` of a
+QP are live views of them.
 """
 
 from __future__ import annotations
 
-import random
-from collections import deque
 from collections.abc import Callable, Sequence
-from heapq import heappush
+from heapq import heappop
 from typing import Any
 
+import numpy as np
+
 from aifabric.errors import Problem, SpecError
+from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_US, EventList
-from aifabric.sim.packet.transports import make_cc
 
 __all__ = ["ACK", "CNP", "DATA", "NAK", "QP", "Network", "Packet", "Port"]
 
@@ -38,138 +41,112 @@ DATA, ACK, NAK, CNP = 0, 1, 2, 3
 PAUSE_FRAME_BYTES = 64 + 20
 
 
-class Packet:
-    """One frame. ``seq`` is the byte offset of a data packet's payload (or the
-    cumulative ACK/NAK point); ``route`` holds the egress ports it crosses and ``hop``
-    indexes it; ``inp`` is the port (arc) it
-    arrived on (for PFC accounting at a switch)."""
+def _kernel() -> Any:
+    # numba is imported with the first network, not with the package (scenario loading
+    # and the flow simulator never pay for it)
+    from aifabric.sim.packet import kernel
 
-    __slots__ = ("ce", "hop", "inp", "int_", "kind", "payload", "qp", "route", "seq",
-                 "size", "tc", "ts")
+    return kernel
+
+
+def _transports() -> Any:
+    from aifabric.sim.packet import transports
+
+    return transports
+
+
+class Packet:
+    """A frame waiting in a queue (a snapshot; see :attr:`Port.queues`). ``seq`` is the
+    byte offset of a data packet's payload (or the cumulative ACK/NAK point); ``inp`` is
+    the port (arc) it arrived on."""
+
+    __slots__ = ("ce", "inp", "kind", "payload", "qp", "seq", "size", "tc")
 
     def __init__(self, qp: QP, kind: int, seq: int, payload: int, size: int, tc: int,
-                 route: tuple[Port, ...], ts: int) -> None:
-        self.qp = qp
-        self.kind = kind
-        self.seq = seq
-        self.payload = payload
-        self.size = size
-        self.tc = tc
-        self.route = route
-        self.hop = 0
-        self.ce = 0
-        self.inp: Port | None = None
-        self.int_: list[tuple[float, int, int, int]] | None = None
-        self.ts = ts
+                 inp: Port | None, ce: int) -> None:
+        self.qp, self.kind, self.seq, self.payload = qp, kind, seq, payload
+        self.size, self.tc, self.inp, self.ce = size, tc, inp, ce
+
+
+def _port_int(col: int) -> property:
+    def get(self: Port) -> int:
+        return int(self.net.PI[self.pid, col])
+
+    return property(get)
+
+
+def _port_tc(col: int) -> property:
+    def get(self: Port) -> list[int]:
+        return self.net.PT[self.pid, col].tolist()
+
+    return property(get)
 
 
 class Port:
     """The egress side of one arc, and the ingress accounting of that arc at the node it
-    enters (``ing``/``xoff``: bytes held per priority and whether XOFF was sent)."""
+    enters (``ing``/``xoff``: bytes held per priority and whether XOFF was sent). Counters
+    are read live from the network's arrays; per-class ones are lists of 8."""
 
-    __slots__ = (
-        "arc",
-        "busy_until",
-        "drops",
-        "dst",
-        "ecn_marks",
-        "gbps",
-        "host",
-        "ing",
-        "pause_longest",
-        "pause_since",
-        "paused",
-        "paused_ps",
-        "pfc_rx",
-        "pfc_tx",
-        "prop_ps",
-        "ps_per_byte",
-        "q_peak",
-        "qbytes",
-        "qps",
-        "queues",
-        "rr",
-        "src",
-        "tcs",
-        "tx_bytes",
-        "txev",
-        "wake_t",
-        "xoff",
-    )
+    __slots__ = ("arc", "dst", "gbps", "host", "net", "pid", "prop_ps", "ps_per_byte",
+                 "src", "tcs")
 
-    def __init__(self, arc: int, src: int, dst: int, gbps: float, prop_ps: int,
-                 host: bool) -> None:
+    def __init__(self, net: Network, pid: int, arc: int, src: int, dst: int, gbps: float,
+                 prop_ps: int, host: bool, tcs: list[int]) -> None:
+        self.net, self.pid = net, pid
         self.arc, self.src, self.dst, self.gbps, self.prop_ps = arc, src, dst, gbps, prop_ps
         self.ps_per_byte = 8000.0 / gbps
         self.host = host
-        self.queues: list[deque[Packet]] = [deque() for _ in range(8)]
-        self.qbytes = [0] * 8
-        self.q_peak = [0] * 8
-        self.paused = [False] * 8
-        self.pause_since = [0] * 8
-        self.paused_ps = [0] * 8
-        self.pause_longest = [0] * 8
-        self.pfc_tx = [0] * 8  # pause frames (XOFF + XON) sent out of this port
-        self.pfc_rx = [0] * 8  # pause frames received by this port
-        self.ing = [0] * 8
-        self.xoff = [False] * 8
-        self.tcs: list[int] = []  # traffic classes in use, highest first
-        self.busy_until = 0  # the current frame's last bit leaves at this time
-        self.txev = False  # a _tx_done event is pending
-        self.tx_bytes = 0
-        self.ecn_marks = 0
-        self.drops = 0
-        self.qps: list[QP] = []
-        self.rr = 0
-        self.wake_t = -1
+        self.tcs = tcs  # traffic classes in use, highest first
 
     def ser_ps(self, wire_bytes: int) -> int:
         """Serialization time of ``wire_bytes`` (frame + preamble + gap)."""
         return int(wire_bytes * self.ps_per_byte + 0.5)
+
+    busy_until = _port_int(L.P_BUSY)  # the current frame's last bit leaves at this time
+    tx_bytes = _port_int(L.P_TXB)
+    ecn_marks = _port_int(L.P_ECN)
+    drops = _port_int(L.P_DROPS)
+    qbytes = _port_tc(L.T_QB)
+    q_peak = _port_tc(L.T_QPEAK)
+    pause_since = _port_tc(L.T_PSINCE)
+    paused_ps = _port_tc(L.T_PAUSEDPS)
+    pause_longest = _port_tc(L.T_PLONG)
+    pfc_tx = _port_tc(L.T_PFCTX)  # pause frames (XOFF + XON) sent out of this port
+    pfc_rx = _port_tc(L.T_PFCRX)  # pause frames received by this port
+    ing = _port_tc(L.T_ING)
+
+    @property
+    def paused(self) -> list[bool]:
+        return [bool(x) for x in self.net.PT[self.pid, L.T_PAUSED]]
+
+    @property
+    def xoff(self) -> list[bool]:
+        return [bool(x) for x in self.net.PT[self.pid, L.T_XOFF]]
+
+    @property
+    def queues(self) -> list[list[Packet]]:
+        """The frames waiting per traffic class, head first."""
+        net = self.net
+        return [[net.packet(k) for k in net.queue_ids(self.pid, tc)] for tc in range(8)]
+
+
+def _qp_int(col: int) -> property:
+    def get(self: QP) -> int:
+        return int(self.net.QI[self.id, col])
+
+    return property(get)
 
 
 class QP:
     """A queue pair: a sender (reaction point) at ``route[0]``'s source, a receiver
     (notification point) at the last arc's destination. Bytes are numbered 0..size."""
 
-    __slots__ = (
-        "acked_at",
-        "base_rtt_ps",
-        "cc",
-        "cnps",
-        "done_ps",
-        "dup_bytes",
-        "high",
-        "id",
-        "last_cnp",
-        "last_progress",
-        "last_wire",
-        "line_bps",
-        "marked_since_ack",
-        "nak_sent",
-        "naks",
-        "next_avail",
-        "on_done",
-        "path",
-        "pkts_since_ack",
-        "port",
-        "rcv_nxt",
-        "retx_bytes",
-        "route",
-        "rpath",
-        "rroute",
-        "rto_armed",
-        "sent_done",
-        "size",
-        "snd_nxt",
-        "snd_una",
-        "start_ps",
-        "tag",
-        "tc",
-        "timeouts",
-    )
+    __slots__ = ("base_rtt_ps", "cc", "id", "line_bps", "net", "on_done", "path", "port",
+                 "route", "rpath", "rroute", "size", "tag", "tc")
 
-    def __init__(self, qid: int, route: tuple[int, ...], size: int, tc: int) -> None:
+    def __init__(self, net: Network, qid: int, route: tuple[int, ...], size: int,
+                 tc: int) -> None:
+        self.net = net
         self.id = qid
         self.route = route
         self.rroute = tuple(a ^ 1 for a in reversed(route))
@@ -177,31 +154,60 @@ class QP:
         self.rpath: tuple[Port, ...] = ()
         self.size = size
         self.tc = tc
-        self.snd_nxt = self.snd_una = self.high = 0
-        self.rcv_nxt = 0
-        self.next_avail = 0  # when the last packet left (pacing adds its gap at the current rate)
-        self.last_wire = 0
-        self.start_ps = 0
-        self.done_ps = -1
-        self.acked_at = -1
-        self.last_cnp = -(1 << 62)
-        self.nak_sent = False
-        self.pkts_since_ack = 0
-        self.marked_since_ack = 0
-        self.last_progress = 0
-        self.rto_armed = False
-        self.retx_bytes = 0
-        self.dup_bytes = 0
-        self.timeouts = 0
-        self.naks = 0
-        self.cnps = 0
-        self.sent_done = False
-        self.cc: Any = None
+        self.cc: CongestionControl | None = None
         self.port: Port | None = None
         self.on_done: Callable[[QP], None] | None = None
         self.tag: Any = None
         self.base_rtt_ps = 0
         self.line_bps = 0.0
+
+    snd_nxt = _qp_int(L.Q_SNDNXT)
+    snd_una = _qp_int(L.Q_SNDUNA)
+    high = _qp_int(L.Q_HIGH)
+    rcv_nxt = _qp_int(L.Q_RCVNXT)
+    start_ps = _qp_int(L.Q_START)
+    done_ps = _qp_int(L.Q_DONE)
+    acked_at = _qp_int(L.Q_ACKEDAT)
+    retx_bytes = _qp_int(L.Q_RETX)
+    dup_bytes = _qp_int(L.Q_DUP)
+    timeouts = _qp_int(L.Q_TO)
+    naks = _qp_int(L.Q_NAKS)
+    cnps = _qp_int(L.Q_CNPS)
+
+
+class CongestionControl:
+    """The congestion control of one QP (a live view): ``rate`` (bit/s, the pacing of its
+    packets), ``window`` (bytes in flight; ``inf`` for rate-only schemes) and the
+    algorithm's state by name (DCQCN: ``alpha``, ``rt``, ``pending``, ...). The
+    algorithms themselves are in :mod:`aifabric.sim.packet.kernel`, one block each, and
+    documented in :mod:`aifabric.sim.packet.transports`."""
+
+    __slots__ = ("name", "net", "q")
+
+    def __init__(self, net: Network, q: int, name: str) -> None:
+        self.net, self.q, self.name = net, q, name
+
+    @property
+    def rate(self) -> float:
+        return float(self.net.QF[self.q, L.F_RATE])
+
+    @property
+    def window(self) -> float:
+        return float(self.net.QF[self.q, L.F_WIN])
+
+    def __getattr__(self, attr: str) -> Any:
+        f = _transports().FIELDS[self.name].get(attr)
+        if f is None:
+            raise AttributeError(f"{self.name} congestion control has no {attr!r}")
+        v = getattr(self.net, f[0])[self.q, f[1]]
+        if attr in ("pending", "increased"):
+            return bool(v)
+        return float(v) if f[0] == "QF" else int(v)
+
+    def on_cnp(self, now: int) -> None:
+        """A CNP reaches the sender at ``now`` (DCQCN's reaction point)."""
+        self.net.reserve()
+        _kernel().cc_on_cnp(self.net.S, self.q, int(now))
 
 
 class Network:
@@ -210,15 +216,24 @@ class Network:
     ``arc_src``/``arc_dst``/``arc_gbps``/``arc_delay_ns`` describe every arc (2l, 2l+1 =
     link l up, down); ``is_host[n]`` marks NIC nodes (the rest are switches). Only arcs in
     ``used_arcs`` get ports (routes and their reverses must be inside).
+
+    The arrays start at the sizes below and double when the run needs more.
     """
+
+    initial_frames = 4096  # frames alive at once (in queues or on the wire)
+    initial_hops = 8  # the longest route
+    initial_port_qps = 4  # QPs in one NIC port's round robin
+    initial_heap = 1024  # pending events, besides 4 per port
+    initial_qps = 64
 
     def __init__(self, ev: EventList, cfg: PacketConfig, *, arc_src: Sequence[int],
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
                  used_arcs: Sequence[int]) -> None:
+        K = _kernel()
+        self.K = K
         self.ev = ev
         self.cfg = cfg
-        self.rng = random.Random(cfg.seed)
         nic = cfg.nic
         self.mtu = nic.mtu_payload_bytes
         self.hdr = nic.header_bytes
@@ -231,29 +246,40 @@ class Network:
         if pfc.enabled:
             for prio in pfc.priorities:
                 self.lossless[prio] = True
-        self.ecn_on = cfg.ecn.enabled
-        self.kmin, self.kmax, self.pmax = cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes, cfg.ecn.pmax
-        self.alpha = cfg.buffer.alpha
         self.buf_size = cfg.buffer.size_bytes
-        self.xoff_bytes, self.xon_bytes = pfc.xoff_bytes, pfc.xon_bytes
         self.cc_name = cfg.cc.algorithm
         self.int_on = self.cc_name == "hpcc"
-        self.cnp_gap_ps = int(cfg.cc.dcqcn.min_time_between_cnps * PS_PER_US)
-        self.rto_ps = int(nic.rto_us * PS_PER_US)
         self.is_host = list(map(bool, is_host))
         n_nodes = len(self.is_host)
-        self.used = [0] * n_nodes  # shared-buffer bytes per switch
-        self.reserved = [0] * n_nodes  # PFC headroom reserved per switch
-        self.headroom: dict[int, int] = {}
+        tcs = sorted({self.data_tc, self.cnp_tc}, reverse=True)
+        self.tcs = tcs
+        arcs = sorted({int(x) for x in used_arcs} | {int(x) ^ 1 for x in used_arcs})
+        self.pid = {a: i for i, a in enumerate(arcs)}
+        P = len(arcs)
+        self.PI = PI = np.zeros((P, L.NPI), dtype=np.int64)
+        self.PF = PF = np.zeros((P, 2), dtype=np.float64)
+        self.PT = PT = np.zeros((P, L.NPT, 8), dtype=np.int64)
+        PT[:, L.T_QH] = -1
+        PT[:, L.T_QT] = -1
         self.ports: dict[int, Port] = {}
-        for a in sorted({int(x) for x in used_arcs} | {int(x) ^ 1 for x in used_arcs}):
+        for i, a in enumerate(arcs):
             s, d = int(arc_src[a]), int(arc_dst[a])
-            p = Port(a, s, d, float(arc_gbps[a]), round(arc_delay_ns[a] * 1000),
-                     self.is_host[s])
-            p.tcs = sorted({self.data_tc, self.cnp_tc}, reverse=True)
-            self.ports[a] = p
+            gbps = float(arc_gbps[a])
+            prop = round(arc_delay_ns[a] * 1000)
+            self.ports[a] = Port(self, i, a, s, d, gbps, prop, self.is_host[s], tcs)
+            PI[i, L.P_ARC], PI[i, L.P_SRC], PI[i, L.P_DST] = a, s, d
+            PI[i, L.P_HOST] = self.is_host[s]
+            PI[i, L.P_PROP] = prop
+            PF[i, L.P_PPB], PF[i, L.P_GBPS] = 8000.0 / gbps, gbps
+        for a, i in self.pid.items():
+            PI[i, L.P_REV] = self.pid[a ^ 1]
+        PI[:, L.P_FH] = -1
+        PI[:, L.P_FT] = -1
+        PI[:, L.P_WAKE] = -1
+        self.NU = NU = np.zeros((n_nodes, 2), dtype=np.int64)
         n_loss = sum(self.lossless)
         max_frame = self.mtu + self.hdr + self.ovh
+        self.headroom: dict[int, int] = {}
         for a, p in self.ports.items():
             if self.is_host[p.dst] or not n_loss:
                 continue
@@ -261,7 +287,9 @@ class Network:
             if h is None:  # bytes that still arrive after XOFF: 2 x (prop + 1 us) x rate
                 h = int(2 * (p.prop_ps + PS_PER_US) * p.gbps / 8000) + 2 * max_frame
             self.headroom[a] = h
-            self.reserved[p.dst] += h * n_loss
+            PI[p.pid, L.P_HEADROOM] = h
+            NU[p.dst, L.U_RESV] += h * n_loss
+        self.reserved = NU[:, L.U_RESV]
         over = [n for n in range(n_nodes) if self.reserved[n] > self.buf_size]
         if over:
             n = over[0]
@@ -270,24 +298,160 @@ class Network:
                                     f"({self.reserved[n]} bytes: ports x lossless "
                                     "priorities x headroom); allowed: a larger buffer or "
                                     "a smaller pfc.headroom_bytes"))
+        self.G = np.zeros(L.NG, dtype=np.int64)
+        self.CI = self._int_settings(cfg, tcs)
+        self.CF = self._float_settings(cfg)
+        _transports().set_params(self.cc_name, self.CI, self.CF, cfg.cc)
+        self.LL = np.array(self.lossless, dtype=np.int64)
+        self.RNG = np.array([cfg.seed & ((1 << 64) - 1)], dtype=np.uint64)
+        self.H = self.initial_hops  # the longest route the arrays hold
+        self.HT = np.zeros((4 * P + self.initial_heap, 5), dtype=np.int64)
+        self.PQ = np.zeros((P, self.initial_port_qps), dtype=np.int64)
+        self._alloc_packets(self.initial_frames)
+        self.QI = np.zeros((0, L.NQI), dtype=np.int64)
+        self.QF = np.zeros((0, L.NQF), dtype=np.float64)
+        self.QR = np.zeros((0, 2, self.H), dtype=np.int64)
+        self.QINT = np.zeros((0, self.H if self.int_on else 1, 4), dtype=np.float64)
+        self._grow_qps(self.initial_qps)
         self.qps: list[QP] = []
-        self.sent_pfc = 0
-        self.drops = 0
-        self.retx = 0
-        self.delivered = 0
-        self.on_pause: Callable[[Port, int, bool], None] | None = None
+        self._pack()
+        ev.kernel = self._loop
+        ev.next_seq = self._next_seq
+
+    # ------------------------------------------------------------------ arrays
+    def _int_settings(self, cfg: PacketConfig, tcs: list[int]) -> np.ndarray:
+        ci = np.zeros(L.NCI, dtype=np.int64)
+        ci[L.BUF] = cfg.buffer.size_bytes
+        ci[L.XOFF], ci[L.XON] = cfg.pfc.xoff_bytes, cfg.pfc.xon_bytes
+        ci[L.KMIN], ci[L.KMAX] = cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes
+        ci[L.ECN_ON] = cfg.ecn.enabled
+        ci[L.INT_ON] = self.int_on
+        ci[L.OVH], ci[L.HDR], ci[L.MTU], ci[L.ACKB] = self.ovh, self.hdr, self.mtu, \
+            self.ack_bytes
+        ci[L.DTC], ci[L.CTC] = self.data_tc, self.cnp_tc
+        ci[L.CNPGAP] = int(cfg.cc.dcqcn.min_time_between_cnps * PS_PER_US)
+        ci[L.RTO] = int(cfg.nic.rto_us * PS_PER_US)
+        ci[L.ACKINT] = cfg.nic.ack_interval_packets
+        ci[L.NTC] = len(tcs)
+        for i, tc in enumerate(tcs):
+            ci[L.TC0 + i] = tc
+        return ci
+
+    def _float_settings(self, cfg: PacketConfig) -> np.ndarray:
+        cf = np.zeros(L.NCF, dtype=np.float64)
+        cf[L.ALPHA] = cfg.buffer.alpha
+        cf[L.PMAX] = cfg.ecn.pmax
+        return cf
+
+    def _alloc_packets(self, n: int) -> None:
+        self.KI = np.zeros((n, L.NKI), dtype=np.int64)
+        self.KF = np.zeros((n, self.H if self.int_on else 1, 4), dtype=np.float64)
+        self.FREE = np.arange(n - 1, -1, -1, dtype=np.int64)
+        self.G[L.NFREE] = n
+
+    def _grow_packets(self) -> None:
+        old = len(self.KI)
+        n = 2 * old
+        ki = np.zeros((n, L.NKI), dtype=np.int64)
+        ki[:old] = self.KI
+        kf = np.zeros((n, self.KF.shape[1], 4), dtype=np.float64)
+        kf[:old] = self.KF
+        free = np.zeros(n, dtype=np.int64)
+        nf = int(self.G[L.NFREE])
+        free[:nf] = self.FREE[:nf]
+        free[nf:nf + n - old] = np.arange(n - 1, old - 1, -1)
+        self.G[L.NFREE] = nf + n - old
+        self.KI, self.KF, self.FREE = ki, kf, free
+
+    def _grow_qps(self, cap: int) -> None:
+        old = len(self.QI)
+        qi = np.zeros((cap, self.QI.shape[1]), dtype=np.int64)
+        qi[:old] = self.QI
+        qf = np.zeros((cap, self.QF.shape[1]), dtype=np.float64)
+        qf[:old] = self.QF
+        qr = np.zeros((cap, 2, self.H), dtype=np.int64)
+        qr[:old, :, :self.QR.shape[2]] = self.QR
+        qint = np.zeros((cap, self.H if self.int_on else 1, 4), dtype=np.float64)
+        qint[:old, :self.QINT.shape[1]] = self.QINT
+        self.QI, self.QF, self.QR, self.QINT = qi, qf, qr, qint
+
+    def _grow_hops(self, h: int) -> None:
+        self.H = h
+        self._grow_qps(len(self.QI))
+        if self.int_on:
+            kf = np.zeros((len(self.KF), h, 4), dtype=np.float64)
+            kf[:, :self.KF.shape[1]] = self.KF
+            self.KF = kf
+
+    def _pack(self) -> None:
+        self.S = (self.G, self.CI, self.CF, self.HT, self.PI, self.PF, self.PT, self.PQ,
+                  self.NU, self.LL, self.KI, self.KF, self.FREE, self.QI, self.QF, self.QR,
+                  self.QINT, self.RNG)
+
+    def reserve(self) -> None:
+        """Make room (heap, packet pool, QP lists of ports) for what the loop may add
+        next; called before the loop and whenever it asks for more."""
+        G = self.G
+        changed = False
+        while G[L.HSIZE] + 128 > len(self.HT):
+            ht = np.zeros((2 * len(self.HT), 5), dtype=np.int64)
+            ht[:len(self.HT)] = self.HT
+            self.HT = ht
+            changed = True
+        while G[L.NFREE] < 128:
+            self._grow_packets()
+            changed = True
+        if G[L.HSIZE] and self.HT[0, 2] == L.E_QPSTART:
+            p = self.QI[self.HT[0, 3], L.Q_PORT]
+            if self.PI[p, L.P_NQP] >= self.PQ.shape[1]:
+                pq = np.zeros((len(self.PQ), 2 * self.PQ.shape[1]), dtype=np.int64)
+                pq[:, :self.PQ.shape[1]] = self.PQ
+                self.PQ = pq
+                changed = True
+        if changed:
+            self._pack()
+
+    def _next_seq(self) -> int:
+        g = self.G
+        s = int(g[1])
+        g[1] = s + 1
+        return s
+
+    # ------------------------------------------------------------------ counters
+    @property
+    def drops(self) -> int:
+        return int(self.G[L.DROPS])
+
+    @property
+    def retx(self) -> int:
+        return int(self.G[L.RETX])
+
+    @property
+    def delivered(self) -> int:
+        return int(self.G[L.DELIV])
+
+    @property
+    def sent_pfc(self) -> int:
+        return int(self.G[L.SENTPFC])
+
+    @property
+    def used(self) -> list[int]:
+        """Shared-buffer bytes held per node (switches)."""
+        return self.NU[:, L.U_USED].tolist()
 
     # ------------------------------------------------------------------ QPs
     def add_qp(self, route: Sequence[int], size_bytes: int, start_ps: int = 0,
                on_done: Callable[[QP], None] | None = None, tag: Any = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs), starting at ``start_ps``."""
+        K = self.K
         route = tuple(int(a) for a in route)
-        qp = QP(len(self.qps), route, int(size_bytes), self.data_tc)
+        q = len(self.qps)
+        qp = QP(self, q, route, int(size_bytes), self.data_tc)
         qp.on_done, qp.tag = on_done, tag
-        port = self.ports[route[0]]
-        qp.port = port
         qp.path = tuple(self.ports[a] for a in route)
         qp.rpath = tuple(self.ports[a] for a in qp.rroute)
+        port = qp.path[0]
+        qp.port = port
         qp.line_bps = port.gbps * 1e9
         frame = self.mtu + self.hdr + self.ovh
         rtt = 0
@@ -296,346 +460,106 @@ class Network:
             r = self.ports[a ^ 1]
             rtt += p.prop_ps + p.ser_ps(frame) + r.prop_ps + r.ser_ps(self.ack_bytes + self.ovh)
         qp.base_rtt_ps = rtt
-        qp.cc = make_cc(self.cc_name, self.cfg.cc, self, qp)
+        if len(route) > self.H:
+            self._grow_hops(max(len(route), 2 * self.H))
+        if q >= len(self.QI):
+            self._grow_qps(max(2 * len(self.QI), 1))
+        qi, qf = self.QI[q], self.QF[q]
+        qi[:] = 0
+        qf[:] = 0
+        qi[L.Q_SIZE], qi[L.Q_TC] = qp.size, qp.tc
+        qi[L.Q_DONE] = qi[L.Q_ACKEDAT] = -1
+        qi[L.Q_LASTCNP] = -(1 << 62)
+        qi[L.Q_PORT] = port.pid
+        qi[L.Q_BRTT] = rtt
+        qi[L.Q_LEN] = len(route)
+        self.QR[q, 0, :len(route)] = [p.pid for p in qp.path]
+        self.QR[q, 1, :len(route)] = [p.pid for p in qp.rpath]
+        qf[L.F_LINE] = qp.line_bps
+        _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu)
+        qp.cc = CongestionControl(self, q, self.cc_name)
         self.qps.append(qp)
-        self.ev.at(max(int(start_ps), self.ev.now), self._qp_start, qp)
+        self.reserve()
+        self._pack()
+        K.hpush(self.HT, self.G, max(int(start_ps), self.ev.now), L.E_QPSTART, q, 0)
         return qp
 
-    def _qp_start(self, qp: QP) -> None:
-        now = self.ev.now
-        qp.start_ps = qp.next_avail = qp.last_progress = now
-        if qp.size <= 0:
-            qp.done_ps = now
-            if qp.on_done is not None:
-                qp.on_done(qp)
-            return
-        port = qp.port
-        assert port is not None
-        port.qps.append(qp)
-        if not qp.rto_armed:
-            qp.rto_armed = True
-            self.ev.at(now + self.rto_ps, self._rto, qp)
-        self.kick(port)
-
-    def _rto(self, qp: QP) -> None:
-        """Retransmission timeout: no ACK progress for ``rto_us`` -> go back to snd_una."""
-        if qp.snd_una >= qp.size:
-            qp.rto_armed = False
-            return
-        now = self.ev.now
-        if qp.snd_nxt > qp.snd_una and now - qp.last_progress >= self.rto_ps:
-            qp.timeouts += 1
-            qp.snd_nxt = qp.snd_una
-            qp.last_progress = now
-            port = qp.port
-            if port is not None:
-                self.kick(port)
-        self.ev.at(max(qp.last_progress, now) + self.rto_ps if qp.last_progress + self.rto_ps
-                   <= now else qp.last_progress + self.rto_ps, self._rto, qp)
-
-    # ------------------------------------------------------------------ egress
-    def _tx_start(self, port: Port) -> None:
-        """Put the next frame on the wire: the highest unpaused class with a frame, then
-        (NIC) the next eligible QP, round robin."""
-        paused = port.paused
-        queues = port.queues
-        now = self.ev.now
-        pkt = None
-        for tc in port.tcs:
-            if queues[tc] and not paused[tc]:
-                pkt = queues[tc].popleft()
-                port.qbytes[tc] -= pkt.size
-                break
-        if pkt is None and port.qps:
-            pkt = self._pull(port, now)
-            if pkt is None:
-                return
-        elif pkt is None:
-            return
-        size = pkt.size
-        if not port.host:  # free the switch buffer; XON when the ingress drains
-            tc = pkt.tc
-            self.used[port.src] -= size
-            inp: Port = pkt.inp  # type: ignore[assignment]  # set when it was queued
-            ing = inp.ing[tc] - size
-            inp.ing[tc] = ing
-            if inp.xoff[tc] and ing <= self.xon_bytes:
-                inp.xoff[tc] = False
-                self._send_pause(inp, tc, False)
-            if self.int_on and pkt.kind == DATA:
-                if pkt.int_ is None:
-                    pkt.int_ = []
-                pkt.int_.append((port.gbps, port.tx_bytes, now, port.qbytes[tc]))
-        end = now + int((size + self.ovh) * port.ps_per_byte + 0.5)
-        port.busy_until = end
-        port.tx_bytes += size
+    # ------------------------------------------------------------------ the loop
+    def _loop(self, limit: int) -> int:
+        """The event list's kernel: the compiled loop runs the network's events; Python's
+        own events (samples, checks, callbacks) and ``on_done`` of finished QPs run here
+        in between, in (time, seq) order. Returns the events processed."""
+        K = self.K
         ev = self.ev
-        heappush(ev.heap, (end + port.prop_ps, ev.seq, self._arrive, pkt))
-        ev.seq += 1
-        if port.qps or any(port.qbytes):
-            port.txev = True
-            heappush(ev.heap, (end, ev.seq, self._tx_done, port))
-            ev.seq += 1
-
-    def _pull(self, port: Port, now: int) -> Packet | None:
-        qps = port.qps
-        n = len(qps)
-        wake = -1
-        paused = port.paused
-        i = port.rr
-        for _ in range(n):
-            if i >= n:
-                i = 0
-            qp = qps[i]
-            i += 1
-            if qp.snd_nxt >= qp.size or paused[qp.tc]:
-                continue
-            cc = qp.cc
-            if qp.snd_nxt - qp.snd_una >= cc.window:
-                continue
-            avail = qp.next_avail + int(qp.last_wire * 8e12 / cc.rate)
-            if avail > now:
-                if wake < 0 or avail < wake:
-                    wake = avail
-                continue
-            port.rr = i
-            seq = qp.snd_nxt
-            pay = min(self.mtu, qp.size - seq)
-            size = pay + self.hdr
-            pkt = Packet(qp, DATA, seq, pay, size, qp.tc, qp.path, now)
-            if seq < qp.high:
-                qp.retx_bytes += pay
-                self.retx += pay
-            qp.snd_nxt = seq + pay
-            if qp.snd_nxt > qp.high:
-                qp.high = qp.snd_nxt
-            qp.next_avail = now  # pacing: the next packet may leave a gap later
-            qp.last_wire = size + self.ovh
-            cc.on_send(now, pay)
-            return pkt
-        # drop finished QPs from the round robin
-        if any(q.snd_una >= q.size for q in qps):
-            port.qps = [q for q in qps if q.snd_una < q.size]
-            port.rr = 0
-        if wake >= 0 and (port.wake_t < now or wake < port.wake_t):
-            port.wake_t = wake
-            self.ev.at(wake, self._wake, port)
-        return None
-
-    def _wake(self, port: Port) -> None:
-        if port.wake_t == self.ev.now:
-            port.wake_t = -1
-            self.kick(port)
-
-    def kick(self, port: Port) -> None:
-        """Something may be ready to send on ``port``: start it now, or when the frame on
-        the wire is done."""
-        if port.txev:
-            return
-        now = self.ev.now
-        if port.busy_until > now:
-            port.txev = True
-            ev = self.ev
-            heappush(ev.heap, (port.busy_until, ev.seq, self._tx_done, port))
-            ev.seq += 1
-        else:
-            self._tx_start(port)
-
-    def _tx_done(self, port: Port) -> None:
-        port.txev = False
-        self._tx_start(port)
-
-    # ------------------------------------------------------------------ switch
-    def _arrive(self, pkt: Packet) -> None:
-        """``pkt``'s last bit reaches the far end of its current arc: a NIC receives it;
-        a switch admits it to the next egress port (shared buffer, PFC ingress
-        accounting, WRED ECN) and sends it on if that port is idle."""
-        route = pkt.route
-        hop = pkt.hop + 1
-        pkt.hop = hop
-        if hop >= len(route):
-            self._host_receive(pkt)
-            return
-        port = route[hop]
-        inp = route[hop - 1]
-        tc = pkt.tc
-        size = pkt.size
-        node = port.src
-        if port.host:  # a NIC forwarding (not used by routes from the router)
-            port.queues[tc].append(pkt)
-            port.qbytes[tc] += size
-            self.kick(port)
-            return
-        used = self.used[node]
-        q = port.qbytes[tc]
-        if self.lossless[tc]:
-            ing = inp.ing[tc] + size
-            free = self.buf_size - self.reserved[node] - used
-            thr = min(self.xoff_bytes, self.alpha * free if free > 0 else 0)
-            if used + size > self.buf_size or ing > thr + self.headroom.get(inp.arc, 0):
-                port.drops += 1
-                self.drops += 1
-                return
-            inp.ing[tc] = ing
-            if ing > thr and not inp.xoff[tc]:
-                inp.xoff[tc] = True
-                self._send_pause(inp, tc, True)
-        else:
-            free = self.buf_size - self.reserved[node] - used
-            if size > free or q + size > self.alpha * (free - size):
-                port.drops += 1
-                self.drops += 1
-                return
-            inp.ing[tc] += size
-        pkt.inp = inp
-        if self.ecn_on and pkt.kind == DATA and q > self.kmin and (
-                q >= self.kmax or self.rng.random() <
-                self.pmax * (q - self.kmin) / (self.kmax - self.kmin)):
-            pkt.ce = 1
-            port.ecn_marks += 1
-        now = self.ev.now
-        if not port.txev and port.busy_until <= now and not port.paused[tc] and \
-                not any(port.qbytes):
-            # the port is idle and nothing waits: straight onto the wire (what
-            # enqueue + dequeue would do, without touching the queue)
-            if size > port.q_peak[tc]:
-                port.q_peak[tc] = size
-            if self.int_on and pkt.kind == DATA:
-                if pkt.int_ is None:
-                    pkt.int_ = []
-                pkt.int_.append((port.gbps, port.tx_bytes, now, 0))
-            ing = inp.ing[tc] - size
-            inp.ing[tc] = ing
-            if inp.xoff[tc] and ing <= self.xon_bytes:
-                inp.xoff[tc] = False
-                self._send_pause(inp, tc, False)
-            end = now + int((size + self.ovh) * port.ps_per_byte + 0.5)
-            port.busy_until = end
-            port.tx_bytes += size
-            ev = self.ev
-            heappush(ev.heap, (end + port.prop_ps, ev.seq, self._arrive, pkt))
-            ev.seq += 1
-            return
-        self.used[node] = used + size
-        q += size
-        port.qbytes[tc] = q
-        if q > port.q_peak[tc]:
-            port.q_peak[tc] = q
-        port.queues[tc].append(pkt)
-        if not port.txev:
-            if port.busy_until > now:
-                port.txev = True
-                ev = self.ev
-                heappush(ev.heap, (port.busy_until, ev.seq, self._tx_done, port))
-                ev.seq += 1
+        G = self.G
+        pyh = ev.heap
+        c0 = int(G[L.COUNT])
+        n = 0
+        run = K.run
+        never = L.NEVER
+        while not ev.stopped:
+            G[L.NOW] = ev.now
+            if pyh:
+                top = pyh[0]
+                code = run(self.S, limit, top[0], top[1])
             else:
-                self._tx_start(port)
-
-    def _send_pause(self, inp: Port, tc: int, on: bool) -> None:
-        """The node at the end of ``inp`` sends a PFC frame (XOFF or XON) back over it."""
-        back = self.ports[inp.arc ^ 1]
-        back.pfc_tx[tc] += 1
-        self.sent_pfc += 1
-        delay = inp.prop_ps + back.ser_ps(PAUSE_FRAME_BYTES)
-        self.ev.at(self.ev.now + delay, self._pause_apply, (inp, tc, on))
-
-    def _pause_apply(self, arg: tuple[Port, int, bool]) -> None:
-        port, tc, on = arg
-        now = self.ev.now
-        port.pfc_rx[tc] += 1
-        if on and not port.paused[tc]:
-            port.paused[tc] = True
-            port.pause_since[tc] = now
-        elif not on and port.paused[tc]:
-            port.paused[tc] = False
-            d = now - port.pause_since[tc]
-            port.paused_ps[tc] += d
-            if d > port.pause_longest[tc]:
-                port.pause_longest[tc] = d
-            self.kick(port)
-        if self.on_pause is not None:
-            self.on_pause(port, tc, on)
-
-    # ------------------------------------------------------------------ NIC receive
-    def _reply(self, qp: QP, kind: int, seq: int, tc: int, data: Packet | None) -> None:
-        ack = Packet(qp, kind, seq, 0, self.ack_bytes, tc, qp.rpath, self.ev.now)
-        if data is not None:
-            ack.ts = data.ts
-            ack.int_ = data.int_
-            ack.ce = qp.marked_since_ack
-        port = qp.rpath[0]
-        port.queues[tc].append(ack)
-        port.qbytes[tc] += ack.size
-        self.kick(port)
-
-    def _host_receive(self, pkt: Packet) -> None:
-        qp = pkt.qp
-        kind = pkt.kind
-        now = self.ev.now
-        if kind == DATA:
-            if pkt.ce:
-                qp.marked_since_ack += 1
-                if self.cc_name == "dcqcn" and now - qp.last_cnp >= self.cnp_gap_ps:
-                    qp.last_cnp = now
-                    self._reply(qp, CNP, 0, self.cnp_tc, None)
-            if pkt.seq == qp.rcv_nxt:
-                qp.rcv_nxt += pkt.payload
-                self.delivered += pkt.payload
-                qp.nak_sent = False
-                qp.pkts_since_ack += 1
-                last = qp.rcv_nxt >= qp.size
-                if last and qp.done_ps < 0:
-                    qp.done_ps = now
-                    if qp.on_done is not None:
-                        qp.on_done(qp)
-                if last or qp.pkts_since_ack >= self.cfg.nic.ack_interval_packets:
-                    qp.pkts_since_ack = 0
-                    self._reply(qp, ACK, qp.rcv_nxt, qp.tc, pkt)
-                    qp.marked_since_ack = 0
-            elif pkt.seq > qp.rcv_nxt:  # a gap: go-back-N
-                if not qp.nak_sent:
-                    qp.nak_sent = True
-                    self._reply(qp, NAK, qp.rcv_nxt, qp.tc, pkt)
-            else:  # a duplicate of delivered bytes
-                qp.dup_bytes += pkt.payload
-                self._reply(qp, ACK, qp.rcv_nxt, qp.tc, pkt)
-            return
-        cc = qp.cc
-        if kind == CNP:
-            qp.cnps += 1
-            cc.on_cnp(now)
-            return
-        seq = pkt.seq
-        if seq > qp.snd_una:
-            qp.snd_una = seq
-            qp.last_progress = now
-            if qp.snd_nxt < seq:
-                qp.snd_nxt = seq
-        if kind == NAK:
-            qp.naks += 1
-            if qp.snd_nxt > seq:
-                qp.snd_nxt = seq
-        cc.on_ack(now, pkt)
-        if qp.snd_una >= qp.size and qp.acked_at < 0:
-            qp.acked_at = now
-        port = qp.port
-        if port is not None:
-            self.kick(port)
+                code = run(self.S, limit, never, 0)
+            ev.now = int(G[L.NOW])
+            if code == L.R_PY:
+                t, _, fn, arg = heappop(pyh)
+                ev.now = t
+                G[L.NOW] = t
+                fn(arg)
+                n += 1
+            elif code == L.R_DONE:
+                qp = self.qps[int(G[L.RET])]
+                if qp.on_done is not None:
+                    qp.on_done(qp)
+            elif code == L.R_GROW:
+                self.reserve()
+            elif code == L.R_LIMIT:
+                ev.now = limit
+                break
+            else:  # nothing left (but Python events after the limit)
+                if pyh:
+                    ev.now = limit
+                break
+        return n + int(G[L.COUNT]) - c0
 
     # ------------------------------------------------------------------ state
+    def queue_ids(self, pid: int, tc: int) -> list[int]:
+        """Pool rows of the frames waiting in port ``pid``'s queue ``tc``, head first."""
+        out = []
+        k = int(self.PT[pid, L.T_QH, tc])
+        ki = self.KI
+        nxt = L.K_NEXT
+        while k >= 0:
+            out.append(k)
+            k = int(ki[k, nxt])
+        return out
+
+    def packet(self, k: int) -> Packet:
+        r = self.KI[k]
+        inp = int(r[L.K_INP])
+        return Packet(self.qps[int(r[L.K_QP])], int(r[L.K_KIND]), int(r[L.K_SEQ]),
+                      int(r[L.K_PAY]), int(r[L.K_SIZE]), int(r[L.K_TC]),
+                      self.ports[int(self.PI[inp, L.P_ARC])] if inp >= 0 else None,
+                      int(r[L.K_CE]))
+
     def paused_edges(self) -> list[tuple[int, int, int]]:
         """(a, b, tc): switch egress ``a`` is paused and the node it feeds holds frames
         that came in over ``a`` in its own paused egress ``b`` — ``a`` waits on ``b``."""
+        PT, PI, KI = self.PT, self.PI, self.KI
         out = []
-        for b, pb in self.ports.items():
-            if pb.host:
-                continue
-            for tc in pb.tcs:
-                if not pb.paused[tc] or not pb.queues[tc]:
+        cand = np.flatnonzero((PI[:, L.P_HOST] == 0)
+                              & (PT[:, L.T_PAUSED] != 0).any(axis=1))
+        for pb in cand.tolist():
+            for tc in self.tcs:
+                if not PT[pb, L.T_PAUSED, tc] or PT[pb, L.T_QH, tc] < 0:
                     continue
-                ins = {pkt.inp.arc for pkt in pb.queues[tc] if pkt.inp is not None}
-                for a in sorted(ins):
-                    pa = self.ports.get(a)
-                    if pa is not None and pa.paused[tc] and not pa.host:
-                        out.append((a, b, tc))
+                ins = {int(KI[k, L.K_INP]) for k in self.queue_ids(pb, tc)}
+                ins.discard(-1)
+                for pa in sorted(ins):
+                    if PT[pa, L.T_PAUSED, tc] and not PI[pa, L.P_HOST]:
+                        out.append((int(PI[pa, L.P_ARC]), int(PI[pb, L.P_ARC]), tc))
         return out

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS, PS_PER_US, EventList
 from aifabric.sim.packet.network import QP, Network
@@ -43,9 +44,9 @@ class PacketSim:
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
         self.sample_ps = int(cfg.sample_us * PS_PER_US)
         self.check_ps = int(cfg.deadlock_check_us * PS_PER_US)
-        self._port_rows: list[tuple[Any, ...]] = []
-        self._qp_rows: list[tuple[Any, ...]] = []
-        self._last_tx: dict[int, int] = {}
+        self._port_blocks: list[dict[str, np.ndarray]] = []
+        self._qp_blocks: list[dict[str, np.ndarray]] = []
+        self._last_tx = np.zeros(len(self.net.PI), dtype=np.int64)
         self.arc_peak_bps: dict[int, float] = {}
         self.interval_bytes: list[tuple[int, int, dict[int, int]]] = []
         self.deadlocks: list[dict[str, Any]] = []
@@ -91,48 +92,65 @@ class PacketSim:
 
     # ----------------------------------------------------------------- sampling
     def _sample(self, _: Any, reschedule: bool = True) -> None:
+        """One row per port and traffic class in use (ports that have sent or hold
+        something) and one per running QP; also the bytes each arc moved since the last
+        sample (link utilization over time, peak rates)."""
+        net = self.net
         now = self.ev.now
         t_ns = now / PS_PER_NS
-        prows = self._port_rows
-        last = self._last_tx
-        moved: dict[int, int] = {}
+        PI, PT = net.PI, net.PT
+        tx = PI[:, L.P_TXB]
+        act = np.flatnonzero((tx != 0) | (PT[:, L.T_QB].any(axis=1)))
         t0 = self.interval_bytes[-1][1] if self.interval_bytes else 0
-        for a, p in self.net.ports.items():
-            tx = p.tx_bytes
-            if not tx and not p.qbytes[p.tcs[-1]] and not any(p.qbytes):
-                continue
-            d = tx - last.get(a, 0)
-            if d:
-                moved[a] = d
-                last[a] = tx
-                if now > t0:
-                    bps = d * 8e12 / (now - t0)
-                    if bps > self.arc_peak_bps.get(a, 0.0):
-                        self.arc_peak_bps[a] = bps
-            for tc in p.tcs:
-                paused_ps = p.paused_ps[tc] + (now - p.pause_since[tc] if p.paused[tc] else 0)
-                prows.append((t_ns, a, tc, p.qbytes[tc], p.ecn_marks, p.pfc_tx[tc],
-                              p.pfc_rx[tc], int(p.paused[tc]), paused_ps / PS_PER_NS,
-                              p.drops, tx))
+        arcs = PI[act, L.P_ARC]
+        d = tx[act] - self._last_tx[act]
+        mv = d != 0
+        moved = dict(zip(arcs[mv].tolist(), d[mv].tolist(), strict=True))
+        self._last_tx[act] = tx[act]
+        if now > t0:
+            for a, dd in moved.items():
+                bps = dd * 8e12 / (now - t0)
+                if bps > self.arc_peak_bps.get(a, 0.0):
+                    self.arc_peak_bps[a] = bps
+        if len(act):
+            tcs = np.asarray(net.tcs, dtype=np.int64)
+            n, m = len(act), len(tcs)
+            sub = PT[act][:, :, tcs]  # port x field x tc
+            paused = sub[:, L.T_PAUSED] != 0
+            pps = sub[:, L.T_PAUSEDPS] + np.where(paused, now - sub[:, L.T_PSINCE], 0)
+            self._port_blocks.append({
+                "time_ns": np.full(n * m, t_ns), "arc": np.repeat(arcs, m),
+                "tc": np.tile(tcs, n), "queue_bytes": sub[:, L.T_QB].ravel(),
+                "ecn_marks": np.repeat(PI[act, L.P_ECN], m),
+                "pfc_sent": sub[:, L.T_PFCTX].ravel(), "pfc_received": sub[:, L.T_PFCRX].ravel(),
+                "paused": paused.ravel().astype(np.int64), "paused_ns": pps.ravel() / PS_PER_NS,
+                "drops": np.repeat(PI[act, L.P_DROPS], m), "tx_bytes": np.repeat(tx[act], m)})
         if now > t0 or moved:
             self.interval_bytes.append((t0, now, moved))
-        for qp in self.net.qps:
-            if qp.start_ps > now or (qp.done_ps >= 0 and qp.done_ps < now - self.sample_ps
-                                     and qp.acked_at >= 0):
-                continue
-            self._qp_rows.append((t_ns, qp.id, qp.cc.rate / 1e9, qp.snd_una, qp.rcv_nxt,
-                                  qp.cnps, qp.retx_bytes))
+        nq = len(net.qps)
+        if nq:
+            QI, QF = net.QI[:nq], net.QF[:nq]
+            done = QI[:, L.Q_DONE]
+            keep = ~((QI[:, L.Q_START] > now) | ((done >= 0) & (done < now - self.sample_ps)
+                                                  & (QI[:, L.Q_ACKEDAT] >= 0)))
+            ids = np.flatnonzero(keep)
+            if len(ids):
+                self._qp_blocks.append({
+                    "time_ns": np.full(len(ids), t_ns), "qp": ids,
+                    "rate_gbps": QF[ids, L.F_RATE] / 1e9, "acked_bytes": QI[ids, L.Q_SNDUNA],
+                    "delivered_bytes": QI[ids, L.Q_RCVNXT], "cnps": QI[ids, L.Q_CNPS],
+                    "retx_bytes": QI[ids, L.Q_RETX]})
         if reschedule:
             self.ev.at(now + self.sample_ps, self._sample, None)
 
     def port_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, port, traffic class): queue bytes and cumulative
         counters (ECN marks, PFC frames sent/received, paused time, drops, bytes sent)."""
-        return _table(self._port_rows, PORT_COLUMNS)
+        return _table(self._port_blocks, PORT_COLUMNS)
 
     def qp_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, QP): sending rate and cumulative progress counters."""
-        return _table(self._qp_rows, QP_COLUMNS)
+        return _table(self._qp_blocks, QP_COLUMNS)
 
     # ----------------------------------------------------------------- deadlock
     def _check(self, _: Any) -> None:
@@ -219,12 +237,12 @@ class PacketSim:
         return out
 
 
-def _table(rows: list[tuple[Any, ...]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:
-    if not rows:
+def _table(blocks: list[dict[str, np.ndarray]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if not blocks:
         return {c: np.zeros(0) for c in cols}
-    arr = list(zip(*rows, strict=True))
-    return {c: np.asarray(v, dtype=np.float64 if c in ("time_ns", "rate_gbps", "paused_ns")
-                          else np.int64) for c, v in zip(cols, arr, strict=True)}
+    return {c: np.concatenate([b[c] for b in blocks]).astype(
+        np.float64 if c in ("time_ns", "rate_gbps", "paused_ns") else np.int64)
+        for c in cols}
 
 
 class Topology:

@@ -1,29 +1,19 @@
-"""No congestion control: every QP sends at its NIC's line rate."""
+"""No congestion control: every QP sends at its NIC's line rate, unlimited window."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
-__all__ = ["NoCC"]
+import numpy as np
+
+from aifabric.sim.packet.layout import F_RATE, F_WIN
+
+__all__ = ["FIELDS", "init"]
+
+FIELDS: dict[str, tuple[str, int]] = {}
 
 
-class NoCC:
+def init(qi: np.ndarray, qf: np.ndarray, line: float) -> None:
     """Line rate, unlimited window."""
-
-    __slots__ = ("net", "qp", "rate", "window")
-
-    def __init__(self, net: Any, qp: Any) -> None:
-        self.net = net
-        self.qp = qp
-        self.rate = qp.line_bps
-        self.window = math.inf
-
-    def on_send(self, now: int, nbytes: int) -> None:
-        pass
-
-    def on_ack(self, now: int, ack: Any) -> None:
-        pass
-
-    def on_cnp(self, now: int) -> None:
-        pass
+    qf[F_RATE] = line
+    qf[F_WIN] = math.inf

@@ -10,6 +10,9 @@ stage counters are below ``rpg_threshold`` fast recovery ``rc = (rt + rc)/2``; t
 additive increase (rt += ``rpg_ai_rate``), and hyper increase (rt += i x
 ``rpg_hai_rate``) once both passed it. Notification point (receiver, in the NIC model):
 one CNP per QP per ``min_time_between_cnps`` for ECN-marked packets.
+
+Compiled functions over the simulator's arrays (:mod:`aifabric.sim.packet.layout`); the
+per-QP state is ``rate`` (bit/s, ``QF[q, F_RATE]``) plus the columns in :data:`FIELDS`.
 """
 
 from __future__ import annotations
@@ -17,149 +20,181 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+from numba import njit
+
 from aifabric.sim.packet.engine import PS_PER_US
+from aifabric.sim.packet.heap import hpush
+from aifabric.sim.packet.layout import (
+    CF_,
+    CI_,
+    DC_AI,
+    DC_BRESET,
+    DC_CLAMP,
+    DC_G,
+    DC_GD,
+    DC_HAI,
+    DC_KEEP,
+    DC_MONITOR,
+    DC_PERIOD,
+    DC_THRESH,
+    DC_TRESET,
+    E_DCPEND,
+    E_DCTIMER,
+    F_0,
+    F_1,
+    F_2,
+    F_3,
+    F_4,
+    F_RATE,
+    F_WIN,
+    G_,
+    HT_,
+    Q_I0,
+    Q_I1,
+    Q_I2,
+    Q_I3,
+    Q_I4,
+    Q_I5,
+    Q_I6,
+    Q_I7,
+    Q_SIZE,
+    Q_SNDUNA,
+    QF_,
+    QI_,
+)
 
-__all__ = ["Dcqcn"]
+__all__ = ["FIELDS", "cut", "init", "on_cnp", "on_send", "params", "timer"]
+
+PIDX, LASTCUT, PENDING, TSTAGE, BCSTAGE, GEN, INCREASED, BYTES = (
+    Q_I0, Q_I1, Q_I2, Q_I3, Q_I4, Q_I5, Q_I6, Q_I7)
+MAXRATE, RT, ALPHA, MINRATE, CNPFLAG = F_0, F_1, F_2, F_3, F_4
+FIELDS = {"max_rate": ("QF", MAXRATE), "rt": ("QF", RT), "alpha": ("QF", ALPHA),
+          "min_rate": ("QF", MINRATE), "p_idx": ("QI", PIDX), "last_cut": ("QI", LASTCUT),
+          "pending": ("QI", PENDING), "t_stage": ("QI", TSTAGE), "bc_stage": ("QI", BCSTAGE),
+          "gen": ("QI", GEN), "increased": ("QI", INCREASED), "byte_count": ("QI", BYTES)}
 
 
-class Dcqcn:
-    """Per-QP DCQCN reaction point; ``rate`` in bit/s."""
+def params(ci: np.ndarray, cf: np.ndarray, p: Any) -> None:
+    """The scenario's ``cc.dcqcn`` into the settings arrays."""
+    ci[DC_TRESET] = int(p.rpg_time_reset * PS_PER_US)
+    ci[DC_BRESET] = p.rpg_byte_reset
+    ci[DC_THRESH] = p.rpg_threshold
+    ci[DC_PERIOD] = max(int(p.dce_tcp_rtt * PS_PER_US), 1)
+    ci[DC_MONITOR] = int(p.rate_reduce_monitor_period * PS_PER_US)
+    ci[DC_CLAMP] = p.clamp_tgt_rate
+    cf[DC_AI], cf[DC_HAI] = p.rpg_ai_rate * 1e6, p.rpg_hai_rate * 1e6
+    cf[DC_GD] = float(1 << p.rpg_gd)
+    cf[DC_KEEP] = p.rpg_min_dec_fac / 100.0
+    cf[DC_G] = p.dce_tcp_g / 1024.0
 
-    __slots__ = (
-        "ai",
-        "alpha",
-        "bc_stage",
-        "byte_count",
-        "byte_reset",
-        "clamp",
-        "cnp_flag",
-        "g",
-        "gd_div",
-        "gen",
-        "hai",
-        "increased",
-        "keep",
-        "last_cut",
-        "max_rate",
-        "min_rate",
-        "monitor_ps",
-        "net",
-        "p_idx",
-        "pending",
-        "period_ps",
-        "qp",
-        "rate",
-        "rt",
-        "t_stage",
-        "threshold",
-        "time_reset_ps",
-        "window",
-    )
 
-    def __init__(self, net: Any, qp: Any, p: Any) -> None:
-        self.net = net
-        self.qp = qp
-        line = qp.line_bps
-        self.max_rate = min(line, p.rpg_max_rate * 1e6) if p.rpg_max_rate > 0 else line
-        self.rate = self.rt = self.max_rate
-        self.window = math.inf
-        self.ai = p.rpg_ai_rate * 1e6
-        self.hai = p.rpg_hai_rate * 1e6
-        self.min_rate = min(p.rpg_min_rate * 1e6, self.max_rate)
-        self.time_reset_ps = int(p.rpg_time_reset * PS_PER_US)
-        self.byte_reset = p.rpg_byte_reset
-        self.threshold = p.rpg_threshold
-        self.gd_div = float(1 << p.rpg_gd)
-        self.keep = p.rpg_min_dec_fac / 100.0
-        self.g = p.dce_tcp_g / 1024.0
-        self.period_ps = max(int(p.dce_tcp_rtt * PS_PER_US), 1)
-        self.alpha = p.initial_alpha_value / 1024.0
-        self.monitor_ps = int(p.rate_reduce_monitor_period * PS_PER_US)
-        self.clamp = p.clamp_tgt_rate
-        self.p_idx = -1  # alpha's update clock starts with the first CNP
-        self.cnp_flag = False
-        self.last_cut = -(1 << 62)
-        self.pending = False
-        self.t_stage = self.bc_stage = 0
-        self.byte_count = 0
-        self.gen = 0
-        self.increased = True
+def init(qi: np.ndarray, qf: np.ndarray, p: Any, line: float) -> None:
+    """A QP starts at line rate (or ``rpg_max_rate``), no rate limiter yet."""
+    mx = min(line, p.rpg_max_rate * 1e6) if p.rpg_max_rate > 0 else line
+    qf[F_RATE] = qf[RT] = qf[MAXRATE] = mx
+    qf[F_WIN] = math.inf
+    qf[MINRATE] = min(p.rpg_min_rate * 1e6, mx)
+    qf[ALPHA] = p.initial_alpha_value / 1024.0
+    qi[PIDX] = -1  # alpha's update clock starts with the first CNP
+    qi[LASTCUT] = -(1 << 62)
+    qi[INCREASED] = 1
 
-    def _sync_alpha(self, now: int) -> None:
-        """Apply the alpha updates of the periods that ended before ``now`` (lazily:
-        idle periods decay alpha by g each)."""
-        k = now // self.period_ps
-        if k > self.p_idx:
-            g = self.g
-            a = self.alpha * g + (1.0 - g) * (1.0 if self.cnp_flag else 0.0)
-            n = k - self.p_idx - 1
-            if n > 0:
-                a *= g ** n
-            self.alpha = a
-            self.cnp_flag = False
-            self.p_idx = k
 
-    def on_cnp(self, now: int) -> None:
-        if self.p_idx < 0:  # the first CNP puts the QP under a rate limiter
-            self.p_idx = now // self.period_ps
-        self._sync_alpha(now)
-        self.cnp_flag = True
-        if now - self.last_cut >= self.monitor_ps:
-            self._cut(now)
-        elif not self.pending:
-            self.pending = True
-            self.net.ev.at(self.last_cut + self.monitor_ps, self._pending_cut, self.gen)
+@njit(cache=True)
+def sync_alpha(S, q, now):
+    """Apply the alpha updates of the periods that ended before ``now`` (lazily: idle
+    periods decay alpha by g each)."""
+    CI, CF, QI, QF = S[CI_], S[CF_], S[QI_], S[QF_]
+    k = now // CI[DC_PERIOD]
+    if k > QI[q, PIDX]:
+        g = CF[DC_G]
+        a = QF[q, ALPHA] * g + (1.0 - g) * (1.0 if QF[q, CNPFLAG] != 0.0 else 0.0)
+        n = k - QI[q, PIDX] - 1
+        if n > 0:
+            a *= g ** float(n)  # libm pow, as in Python
+        QF[q, ALPHA] = a
+        QF[q, CNPFLAG] = 0.0
+        QI[q, PIDX] = k
 
-    def _pending_cut(self, gen: int) -> None:
-        self.pending = False
-        self._cut(self.net.ev.now)
 
-    def _cut(self, now: int) -> None:
-        self._sync_alpha(now)
-        rc = self.rate
-        if self.clamp or self.increased:
-            self.rt = rc
-        new = rc - rc * (self.alpha * 1024.0) / self.gd_div
-        new = max(new, rc * self.keep, self.min_rate)
-        self.rate = new
-        self.last_cut = now
-        self.increased = False
-        self.t_stage = self.bc_stage = 0
-        self.byte_count = 0
-        self.gen += 1
-        self.net.ev.at(now + self.time_reset_ps, self._timer, self.gen)
+@njit(cache=True)
+def on_cnp(S, q, now):
+    """A CNP: update alpha, cut now or at the end of the monitor period."""
+    CI, QI, QF = S[CI_], S[QI_], S[QF_]
+    if QI[q, PIDX] < 0:  # the first CNP puts the QP under a rate limiter
+        QI[q, PIDX] = now // CI[DC_PERIOD]
+    sync_alpha(S, q, now)
+    QF[q, CNPFLAG] = 1.0
+    if now - QI[q, LASTCUT] >= CI[DC_MONITOR]:
+        cut(S, q, now)
+    elif QI[q, PENDING] == 0:
+        QI[q, PENDING] = 1
+        hpush(S[HT_], S[G_], QI[q, LASTCUT] + CI[DC_MONITOR], E_DCPEND, q, QI[q, GEN])
 
-    def _timer(self, gen: int) -> None:
-        if gen != self.gen or self.qp.snd_una >= self.qp.size:
-            return
-        self.t_stage += 1
-        self._increase()
-        self.net.kick(self.qp.port)
-        if self.rate < self.max_rate or self.rt < self.max_rate:
-            self.net.ev.at(self.net.ev.now + self.time_reset_ps, self._timer, gen)
 
-    def on_send(self, now: int, nbytes: int) -> None:
-        if self.rate >= self.max_rate:
-            return
-        self.byte_count += nbytes
-        if self.byte_count >= self.byte_reset:
-            self.byte_count -= self.byte_reset
-            self.bc_stage += 1
-            self._increase()
+@njit(cache=True)
+def cut(S, q, now):
+    """Multiplicative decrease; restarts the recovery timer."""
+    CI, CF, QI, QF = S[CI_], S[CF_], S[QI_], S[QF_]
+    sync_alpha(S, q, now)
+    rc = QF[q, F_RATE]
+    if CI[DC_CLAMP] != 0 or QI[q, INCREASED] != 0:
+        QF[q, RT] = rc
+    new = rc - rc * (QF[q, ALPHA] * 1024.0) / CF[DC_GD]
+    new = max(new, rc * CF[DC_KEEP], QF[q, MINRATE])
+    QF[q, F_RATE] = new
+    QI[q, LASTCUT] = now
+    QI[q, INCREASED] = 0
+    QI[q, TSTAGE] = 0
+    QI[q, BCSTAGE] = 0
+    QI[q, BYTES] = 0
+    QI[q, GEN] += 1
+    hpush(S[HT_], S[G_], now + CI[DC_TRESET], E_DCTIMER, q, QI[q, GEN])
 
-    def _increase(self) -> None:
-        th = self.threshold
-        t, b = self.t_stage, self.bc_stage
-        if max(t, b) < th:
-            pass  # fast recovery: rt unchanged
-        elif min(t, b) > th:
-            self.rt += (min(t, b) - th + 1) * self.hai
-        else:
-            self.rt += self.ai
-        if self.rt > self.max_rate:
-            self.rt = self.max_rate
-        self.rate = (self.rt + self.rate) / 2.0
-        self.increased = True
 
-    def on_ack(self, now: int, ack: Any) -> None:
-        pass
+@njit(cache=True)
+def timer(S, q, gen, now):
+    """The rate-increase timer; True when the rate went up (the port may send)."""
+    CI, QI, QF = S[CI_], S[QI_], S[QF_]
+    if gen != QI[q, GEN] or QI[q, Q_SNDUNA] >= QI[q, Q_SIZE]:
+        return False
+    QI[q, TSTAGE] += 1
+    increase(S, q)
+    if QF[q, F_RATE] < QF[q, MAXRATE] or QF[q, RT] < QF[q, MAXRATE]:
+        hpush(S[HT_], S[G_], now + CI[DC_TRESET], E_DCTIMER, q, gen)
+    return True
+
+
+@njit(cache=True)
+def on_send(S, q, nbytes):
+    """The byte counter of rate recovery."""
+    CI, QI, QF = S[CI_], S[QI_], S[QF_]
+    if QF[q, F_RATE] >= QF[q, MAXRATE]:
+        return
+    b = QI[q, BYTES] + nbytes
+    if b >= CI[DC_BRESET]:
+        QI[q, BYTES] = b - CI[DC_BRESET]
+        QI[q, BCSTAGE] += 1
+        increase(S, q)
+    else:
+        QI[q, BYTES] = b
+
+
+@njit(cache=True)
+def increase(S, q):
+    """Fast recovery, additive or hyper increase, by the two stage counters."""
+    CI, CF, QI, QF = S[CI_], S[CF_], S[QI_], S[QF_]
+    th = CI[DC_THRESH]
+    t = QI[q, TSTAGE]
+    b = QI[q, BCSTAGE]
+    if max(t, b) < th:
+        pass  # fast recovery: rt unchanged
+    elif min(t, b) > th:
+        QF[q, RT] += (min(t, b) - th + 1) * CF[DC_HAI]
+    else:
+        QF[q, RT] += CF[DC_AI]
+    if QF[q, RT] > QF[q, MAXRATE]:
+        QF[q, RT] = QF[q, MAXRATE]
+    QF[q, F_RATE] = (QF[q, RT] + QF[q, F_RATE]) / 2.0
+    QI[q, INCREASED] = 1

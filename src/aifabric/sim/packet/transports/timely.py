@@ -5,6 +5,8 @@ differences and normalizes it by the minimum (unloaded) RTT. Below ``t_low`` it 
 delta; above ``t_high`` it cuts ``rate *= 1 - beta (1 - t_high/rtt)``; in between a
 non-positive gradient adds delta (N x delta after ``hai_after`` in a row) and a positive
 one cuts ``rate *= 1 - beta x gradient``.
+
+Compiled functions over the simulator's arrays (:mod:`aifabric.sim.packet.layout`).
 """
 
 from __future__ import annotations
@@ -12,60 +14,82 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+from numba import njit
+
 from aifabric.sim.packet.engine import PS_PER_US
+from aifabric.sim.packet.layout import (
+    CF_,
+    CI_,
+    F_0,
+    F_1,
+    F_LINE,
+    F_RATE,
+    F_WIN,
+    K_TS,
+    KI_,
+    Q_I0,
+    Q_I1,
+    QF_,
+    QI_,
+    TM_A,
+    TM_BETA,
+    TM_DELTA,
+    TM_HAI,
+    TM_MINRATE,
+    TM_THIGH,
+    TM_TLOW,
+)
 
-__all__ = ["Timely"]
+__all__ = ["FIELDS", "init", "on_ack", "params"]
+
+PREVRTT, NEG = Q_I0, Q_I1
+DIFF, MINRTT = F_0, F_1
+FIELDS = {"diff": ("QF", DIFF), "min_rtt": ("QF", MINRTT), "prev_rtt": ("QI", PREVRTT),
+          "neg": ("QI", NEG)}
 
 
-class Timely:
-    """Per-QP TIMELY sender; ``rate`` in bit/s."""
+def params(ci: np.ndarray, cf: np.ndarray, p: Any) -> None:
+    """The scenario's ``cc.timely`` into the settings arrays."""
+    ci[TM_HAI] = p.hai_after
+    cf[TM_A], cf[TM_BETA], cf[TM_DELTA] = p.ewma_alpha, p.beta, p.delta_mbps * 1e6
+    cf[TM_TLOW], cf[TM_THIGH] = p.t_low_us * PS_PER_US, p.t_high_us * PS_PER_US
+    cf[TM_MINRATE] = p.min_rate_mbps * 1e6
 
-    __slots__ = ("a", "beta", "delta", "diff", "hai_after", "line", "min_rate", "min_rtt",
-                 "neg", "net", "prev_rtt", "qp", "rate", "t_high", "t_low", "window")
 
-    def __init__(self, net: Any, qp: Any, p: Any) -> None:
-        self.net = net
-        self.qp = qp
-        self.line = qp.line_bps
-        self.rate = self.line
-        self.window = math.inf
-        self.a = p.ewma_alpha
-        self.beta = p.beta
-        self.delta = p.delta_mbps * 1e6
-        self.t_low = p.t_low_us * PS_PER_US
-        self.t_high = p.t_high_us * PS_PER_US
-        self.hai_after = p.hai_after
-        self.min_rate = p.min_rate_mbps * 1e6
-        self.min_rtt = max(qp.base_rtt_ps, 1)
-        self.prev_rtt = -1
-        self.diff = 0.0
-        self.neg = 0
+def init(qi: np.ndarray, qf: np.ndarray, line: float, base_rtt_ps: int) -> None:
+    """A QP starts at line rate; the unloaded RTT normalizes the gradient."""
+    qf[F_RATE] = line
+    qf[F_WIN] = math.inf
+    qf[MINRTT] = max(base_rtt_ps, 1)
+    qi[PREVRTT] = -1
 
-    def on_send(self, now: int, nbytes: int) -> None:
-        pass
 
-    def on_cnp(self, now: int) -> None:
-        pass
-
-    def on_ack(self, now: int, ack: Any) -> None:
-        rtt = now - ack.ts
-        if self.prev_rtt < 0:
-            self.prev_rtt = rtt
-            return
-        self.diff = (1 - self.a) * self.diff + self.a * (rtt - self.prev_rtt)
-        self.prev_rtt = rtt
-        grad = self.diff / self.min_rtt
-        r = self.rate
-        if rtt < self.t_low:
-            r += self.delta
-            self.neg = 0
-        elif rtt > self.t_high:
-            r *= 1 - self.beta * (1 - self.t_high / rtt)
-            self.neg = 0
-        elif grad <= 0:
-            self.neg += 1
-            r += self.delta * (self.hai_after if self.neg >= self.hai_after else 1)
-        else:
-            self.neg = 0
-            r *= 1 - self.beta * min(grad, 1.0)
-        self.rate = min(max(r, self.min_rate), self.line)
+@njit(cache=True)
+def on_ack(S, q, now, k):
+    """An ACK (frame ``k``) echoing its data packet's send time."""
+    CI, CF, KI, QI, QF = S[CI_], S[CF_], S[KI_], S[QI_], S[QF_]
+    rtt = now - KI[k, K_TS]
+    if QI[q, PREVRTT] < 0:
+        QI[q, PREVRTT] = rtt
+        return
+    a = CF[TM_A]
+    diff = (1 - a) * QF[q, DIFF] + a * (rtt - QI[q, PREVRTT])
+    QF[q, DIFF] = diff
+    QI[q, PREVRTT] = rtt
+    grad = diff / QF[q, MINRTT]
+    r = QF[q, F_RATE]
+    beta = CF[TM_BETA]
+    if rtt < CF[TM_TLOW]:
+        r += CF[TM_DELTA]
+        QI[q, NEG] = 0
+    elif rtt > CF[TM_THIGH]:
+        r *= 1 - beta * (1 - CF[TM_THIGH] / rtt)
+        QI[q, NEG] = 0
+    elif grad <= 0:
+        QI[q, NEG] += 1
+        r += CF[TM_DELTA] * (CI[TM_HAI] if QI[q, NEG] >= CI[TM_HAI] else 1)
+    else:
+        QI[q, NEG] = 0
+        r *= 1 - beta * min(grad, 1.0)
+    QF[q, F_RATE] = min(max(r, CF[TM_MINRATE]), QF[q, F_LINE])

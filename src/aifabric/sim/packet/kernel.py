@@ -1,0 +1,809 @@
+"""The compiled core of the packet simulator: the event loop and everything it does per
+frame, over numpy arrays, compiled by numba (``cache=True``: the first run on a machine
+compiles it, later processes load it from ``__pycache__``).
+
+:class:`~aifabric.sim.packet.network.Network` owns the arrays and is the Python face of
+this module (ports, QPs, congestion control); this module only mutates them. The state
+travels as one tuple ``S`` so that every function takes the same argument; its layout
+(what each array and column holds) is :mod:`aifabric.sim.packet.layout`, and the
+congestion-control algorithms are in :mod:`aifabric.sim.packet.transports`.
+
+Events live in one binary heap ``HT`` of rows ``(time_ps, seq, kind, a, b)`` ordered by
+(time, seq); ``seq`` comes from ``G[SEQ]``, the tie-break counter shared with the Python
+event list, so events run in scheduling order at equal times. Frames are rows of the
+packet pool ``KI`` linked into per-(port, class) FIFO queues or into a port's *flight*
+list (on the wire or propagating; arrivals leave an arc in the order frames went on it,
+so only the first frame in flight of each arc has a heap entry).
+
+:func:`run` returns to Python when an event belongs to Python (samples, deadlock checks,
+a DAG's compute stages: the Python event list's head comes first), when a QP has
+delivered its last byte (its ``on_done`` runs in Python), when an array must grow, or at
+the time limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from numba.core.dispatcher import Dispatcher
+
+from aifabric.sim.packet import heap
+from aifabric.sim.packet.heap import hpop, hpush
+from aifabric.sim.packet.layout import (
+    ACK,
+    ACKB,
+    ACKINT,
+    ALPHA,
+    BUF,
+    CC,
+    CC_DCQCN,
+    CC_DCTCP,
+    CC_HPCC,
+    CC_TIMELY,
+    CF_,
+    CI_,
+    CNP,
+    CNPGAP,
+    COUNT,
+    CTC,
+    DATA,
+    DELIV,
+    DROPS,
+    E_ARRIVE,
+    E_DCPEND,
+    E_DCTIMER,
+    E_PAUSE,
+    E_QPSTART,
+    E_RTO,
+    E_TXDONE,
+    E_WAKE,
+    ECN_ON,
+    F_RATE,
+    F_WIN,
+    FREE_,
+    G_,
+    HDR,
+    HSIZE,
+    HT_,
+    INT_ON,
+    K_AT,
+    K_CE,
+    K_DIR,
+    K_HOP,
+    K_INP,
+    K_KIND,
+    K_NEXT,
+    K_NINT,
+    K_PAY,
+    K_QP,
+    K_SEQ,
+    K_SIZE,
+    K_TC,
+    K_TS,
+    KF_,
+    KI_,
+    KMAX,
+    KMIN,
+    LL_,
+    MTU,
+    NAK,
+    NFREE,
+    NIL,
+    NOW,
+    NTC,
+    NU_,
+    ONE,
+    OVH,
+    P_BUSY,
+    P_DROPS,
+    P_ECN,
+    P_FH,
+    P_FT,
+    P_GBPS,
+    P_HEADROOM,
+    P_HOST,
+    P_NQP,
+    P_PPB,
+    P_PROP,
+    P_QTOT,
+    P_REV,
+    P_RR,
+    P_SRC,
+    P_TXB,
+    P_TXEV,
+    P_WAKE,
+    PAUSE_FRAME_BYTES,
+    PF_,
+    PI_,
+    PMAX,
+    PQ_,
+    PT_,
+    Q_ACKEDAT,
+    Q_CNPS,
+    Q_DONE,
+    Q_DUP,
+    Q_HIGH,
+    Q_LASTCNP,
+    Q_LASTPROG,
+    Q_LASTW,
+    Q_LEN,
+    Q_MSA,
+    Q_NAKS,
+    Q_NAKSENT,
+    Q_NEXTAV,
+    Q_PORT,
+    Q_PSA,
+    Q_RCVNXT,
+    Q_RETX,
+    Q_RTOARMED,
+    Q_SIZE,
+    Q_SNDNXT,
+    Q_SNDUNA,
+    Q_START,
+    Q_TC,
+    Q_TO,
+    QF_,
+    QI_,
+    QR_,
+    R_DONE,
+    R_EMPTY,
+    R_GROW,
+    R_LIMIT,
+    R_PY,
+    RET,
+    RETX,
+    RNG_,
+    RTO,
+    SENTPFC,
+    T_ING,
+    T_PAUSED,
+    T_PAUSEDPS,
+    T_PFCRX,
+    T_PFCTX,
+    T_PLONG,
+    T_PSINCE,
+    T_QB,
+    T_QH,
+    T_QPEAK,
+    T_QT,
+    T_XOFF,
+    TC0,
+    U_RESV,
+    U_USED,
+    XOFF,
+    XON,
+    ZERO,
+)
+from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, timely
+
+
+# ---------------------------------------------------------------------- frames
+@njit(cache=True)
+def new_pkt(S, q, kind, seq, pay, size, tc, rev, ts):
+    KI = S[KI_]
+    G = S[G_]
+    FREE = S[FREE_]
+    n = G[NFREE] - 1
+    G[NFREE] = n
+    k = FREE[n]
+    KI[k, K_QP] = q
+    KI[k, K_KIND] = kind
+    KI[k, K_SEQ] = seq
+    KI[k, K_PAY] = pay
+    KI[k, K_SIZE] = size
+    KI[k, K_TC] = tc
+    KI[k, K_HOP] = 0
+    KI[k, K_CE] = 0
+    KI[k, K_INP] = -1
+    KI[k, K_TS] = ts
+    KI[k, K_AT] = 0
+    KI[k, K_NEXT] = -1
+    KI[k, K_DIR] = rev
+    KI[k, K_NINT] = 0
+    return k
+
+
+@njit(cache=True)
+def free_pkt(S, k):
+    G = S[G_]
+    S[FREE_][G[NFREE]] = k
+    G[NFREE] += 1
+
+
+@njit(cache=True)
+def q_append(S, p, tc, k):
+    PT = S[PT_]
+    KI = S[KI_]
+    KI[k, K_NEXT] = -1
+    t = PT[p, T_QT, tc]
+    if t < 0:
+        PT[p, T_QH, tc] = k
+    else:
+        KI[t, K_NEXT] = k
+    PT[p, T_QT, tc] = k
+
+
+@njit(cache=True)
+def q_popleft(S, p, tc):
+    PT = S[PT_]
+    KI = S[KI_]
+    k = PT[p, T_QH, tc]
+    nx = KI[k, K_NEXT]
+    PT[p, T_QH, tc] = nx
+    if nx < 0:
+        PT[p, T_QT, tc] = -1
+    return k
+
+
+@njit(cache=True)
+def send_frame(S, p, k, now):
+    """Frame ``k`` goes on the wire of port ``p`` at ``now``; returns when it ends."""
+    G, CI, PI, PF, KI = S[G_], S[CI_], S[PI_], S[PF_], S[KI_]
+    size = KI[k, K_SIZE]
+    end = now + int((size + CI[OVH]) * PF[p, P_PPB] + 0.5)
+    PI[p, P_BUSY] = end
+    PI[p, P_TXB] += size
+    at = end + PI[p, P_PROP]
+    KI[k, K_AT] = at
+    KI[k, K_NEXT] = -1
+    t = PI[p, P_FT]
+    if t < 0:
+        PI[p, P_FH] = k
+        hpush(S[HT_], G, at, E_ARRIVE, p, ZERO)
+    else:
+        KI[t, K_NEXT] = k
+    PI[p, P_FT] = k
+    return end
+
+
+@njit(cache=True)
+def stamp(S, p, k, now, qbytes):
+    """HPCC in-band telemetry: (B, bytes sent, time, queue) of egress ``p``."""
+    KI, KF = S[KI_], S[KF_]
+    n = KI[k, K_NINT]
+    KF[k, n, 0] = S[PF_][p, P_GBPS]
+    KF[k, n, 1] = S[PI_][p, P_TXB]
+    KF[k, n, 2] = now
+    KF[k, n, 3] = qbytes
+    KI[k, K_NINT] = n + 1
+
+
+@njit(cache=True)
+def rand01(RNG):
+    """splitmix64 -> a float in [0, 1)."""
+    x = RNG[0] + np.uint64(0x9E3779B97F4A7C15)
+    RNG[0] = x
+    z = x
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+# ---------------------------------------------------------------------- egress
+@njit(cache=True)
+def tx_start(S, p):
+    """Put the next frame on the wire: the highest unpaused class with a frame, then (NIC)
+    the next eligible QP, round robin."""
+    G, CI, PI, PT, NU, KI = S[G_], S[CI_], S[PI_], S[PT_], S[NU_], S[KI_]
+    now = G[NOW]
+    k = -1
+    for i in range(CI[NTC]):
+        tc = CI[TC0 + i]
+        if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+            k = q_popleft(S, p, tc)
+            size = KI[k, K_SIZE]
+            PT[p, T_QB, tc] -= size
+            PI[p, P_QTOT] -= size
+            break
+    if k < 0:
+        if PI[p, P_NQP] == 0:
+            return
+        k = pull(S, p, now)
+        if k < 0:
+            return
+    size = KI[k, K_SIZE]
+    if PI[p, P_HOST] == 0:  # free the switch buffer; XON when the ingress drains
+        tc = KI[k, K_TC]
+        NU[PI[p, P_SRC], U_USED] -= size
+        inp = KI[k, K_INP]
+        ing = PT[inp, T_ING, tc] - size
+        PT[inp, T_ING, tc] = ing
+        if PT[inp, T_XOFF, tc] != 0 and ing <= CI[XON]:
+            PT[inp, T_XOFF, tc] = 0
+            send_pause(S, inp, tc, ZERO)
+        if CI[INT_ON] != 0 and KI[k, K_KIND] == DATA:
+            stamp(S, p, k, now, PT[p, T_QB, tc])
+    end = send_frame(S, p, k, now)
+    if PI[p, P_NQP] > 0 or PI[p, P_QTOT] > 0:
+        PI[p, P_TXEV] = 1
+        hpush(S[HT_], G, end, E_TXDONE, p, ZERO)
+
+
+@njit(cache=True)
+def pull(S, p, now):
+    """The next data frame of a NIC port's QPs (round robin, paced by each QP's rate and
+    window), or -1; schedules a wake-up when a paced QP becomes ready."""
+    G, CI, PI, PT, PQ, QI, QF = S[G_], S[CI_], S[PI_], S[PT_], S[PQ_], S[QI_], S[QF_]
+    n = PI[p, P_NQP]
+    wake = -1
+    i = PI[p, P_RR]
+    for _ in range(n):
+        if i >= n:
+            i = 0
+        q = PQ[p, i]
+        i += 1
+        seq = QI[q, Q_SNDNXT]
+        if seq >= QI[q, Q_SIZE] or PT[p, T_PAUSED, QI[q, Q_TC]] != 0:
+            continue
+        if seq - QI[q, Q_SNDUNA] >= QF[q, F_WIN]:
+            continue
+        avail = QI[q, Q_NEXTAV] + int(QI[q, Q_LASTW] * 8e12 / QF[q, F_RATE])
+        if avail > now:
+            if wake < 0 or avail < wake:
+                wake = avail
+            continue
+        PI[p, P_RR] = i
+        pay = QI[q, Q_SIZE] - seq
+        if pay > CI[MTU]:
+            pay = CI[MTU]
+        size = pay + CI[HDR]
+        k = new_pkt(S, q, DATA, seq, pay, size, QI[q, Q_TC], ZERO, now)
+        if seq < QI[q, Q_HIGH]:
+            QI[q, Q_RETX] += pay
+            G[RETX] += pay
+        seq += pay
+        QI[q, Q_SNDNXT] = seq
+        if seq > QI[q, Q_HIGH]:
+            QI[q, Q_HIGH] = seq
+        QI[q, Q_NEXTAV] = now  # pacing: the next packet may leave a gap later
+        QI[q, Q_LASTW] = size + CI[OVH]
+        cc_on_send(S, q, now, pay)
+        return k
+    # drop finished QPs from the round robin
+    fin = False
+    for j in range(n):
+        q = PQ[p, j]
+        if QI[q, Q_SNDUNA] >= QI[q, Q_SIZE]:
+            fin = True
+            break
+    if fin:
+        m = 0
+        for j in range(n):
+            q = PQ[p, j]
+            if QI[q, Q_SNDUNA] < QI[q, Q_SIZE]:
+                PQ[p, m] = q
+                m += 1
+        PI[p, P_NQP] = m
+        PI[p, P_RR] = 0
+    if wake >= 0 and (PI[p, P_WAKE] < now or wake < PI[p, P_WAKE]):
+        PI[p, P_WAKE] = wake
+        hpush(S[HT_], G, wake, E_WAKE, p, ZERO)
+    return -1
+
+
+@njit(cache=True)
+def kick(S, p):
+    """Something may be ready to send on port ``p``: start it now, or when the frame on the
+    wire is done."""
+    PI = S[PI_]
+    if PI[p, P_TXEV] != 0:
+        return
+    busy = PI[p, P_BUSY]
+    if busy > S[G_][NOW]:
+        PI[p, P_TXEV] = 1
+        hpush(S[HT_], S[G_], busy, E_TXDONE, p, ZERO)
+    else:
+        tx_start(S, p)
+
+
+# ---------------------------------------------------------------------- PFC
+@njit(cache=True)
+def send_pause(S, inp, tc, on):
+    """The node at the end of arc ``inp`` sends a PFC frame (XOFF or XON) back over it."""
+    G, PI, PF, PT = S[G_], S[PI_], S[PF_], S[PT_]
+    back = PI[inp, P_REV]
+    PT[back, T_PFCTX, tc] += 1
+    G[SENTPFC] += 1
+    delay = PI[inp, P_PROP] + int(PAUSE_FRAME_BYTES * PF[back, P_PPB] + 0.5)
+    hpush(S[HT_], G, G[NOW] + delay, E_PAUSE, inp, tc * 2 + on)
+
+
+@njit(cache=True)
+def pause_apply(S, p, tc, on):
+    PT = S[PT_]
+    now = S[G_][NOW]
+    PT[p, T_PFCRX, tc] += 1
+    if on != 0 and PT[p, T_PAUSED, tc] == 0:
+        PT[p, T_PAUSED, tc] = 1
+        PT[p, T_PSINCE, tc] = now
+    elif on == 0 and PT[p, T_PAUSED, tc] != 0:
+        PT[p, T_PAUSED, tc] = 0
+        d = now - PT[p, T_PSINCE, tc]
+        PT[p, T_PAUSEDPS, tc] += d
+        if d > PT[p, T_PLONG, tc]:
+            PT[p, T_PLONG, tc] = d
+        kick(S, p)
+
+
+# ---------------------------------------------------------------------- NIC
+@njit(cache=True)
+def reply(S, q, kind, seq, tc, data):
+    """The receiving NIC of QP ``q`` sends an ACK/NAK (echoing ``data``'s timestamp,
+    telemetry and ECN count) or a CNP back along the reverse route."""
+    G, CI, PI, PT, KI, KF, QI, QR = S[G_], S[CI_], S[PI_], S[PT_], S[KI_], S[KF_], S[QI_], S[QR_]
+    now = G[NOW]
+    size = CI[ACKB]
+    k = new_pkt(S, q, kind, seq, ZERO, size, tc, ONE, now)
+    if data >= 0:
+        KI[k, K_TS] = KI[data, K_TS]
+        KI[k, K_CE] = QI[q, Q_MSA]
+        n = KI[data, K_NINT]
+        for i in range(n):
+            for j in range(4):
+                KF[k, i, j] = KF[data, i, j]
+        KI[k, K_NINT] = n
+    p = QR[q, 1, 0]
+    q_append(S, p, tc, k)
+    PT[p, T_QB, tc] += size
+    PI[p, P_QTOT] += size
+    kick(S, p)
+
+
+@njit(cache=True)
+def host_receive(S, k):
+    """A NIC receives frame ``k``; returns the QP whose last byte it delivered, or -1."""
+    G, CI, KI, QI = S[G_], S[CI_], S[KI_], S[QI_]
+    q = KI[k, K_QP]
+    kind = KI[k, K_KIND]
+    now = G[NOW]
+    done = -1
+    if kind == DATA:
+        if KI[k, K_CE] != 0:
+            QI[q, Q_MSA] += 1
+            if CI[CC] == CC_DCQCN and now - QI[q, Q_LASTCNP] >= CI[CNPGAP]:
+                QI[q, Q_LASTCNP] = now
+                reply(S, q, CNP, ZERO, CI[CTC], NIL)
+        seq = KI[k, K_SEQ]
+        rcv = QI[q, Q_RCVNXT]
+        pay = KI[k, K_PAY]
+        if seq == rcv:
+            rcv += pay
+            QI[q, Q_RCVNXT] = rcv
+            G[DELIV] += pay
+            QI[q, Q_NAKSENT] = 0
+            QI[q, Q_PSA] += 1
+            last = rcv >= QI[q, Q_SIZE]
+            if last and QI[q, Q_DONE] < 0:
+                QI[q, Q_DONE] = now
+                done = q
+            if last or QI[q, Q_PSA] >= CI[ACKINT]:
+                QI[q, Q_PSA] = 0
+                reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+                QI[q, Q_MSA] = 0
+        elif seq > rcv:  # a gap: go-back-N
+            if QI[q, Q_NAKSENT] == 0:
+                QI[q, Q_NAKSENT] = 1
+                reply(S, q, NAK, rcv, QI[q, Q_TC], k)
+        else:  # a duplicate of delivered bytes
+            QI[q, Q_DUP] += pay
+            reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+        free_pkt(S, k)
+        return done
+    if kind == CNP:
+        QI[q, Q_CNPS] += 1
+        cc_on_cnp(S, q, now)
+        free_pkt(S, k)
+        return -1
+    seq = KI[k, K_SEQ]
+    if seq > QI[q, Q_SNDUNA]:
+        QI[q, Q_SNDUNA] = seq
+        QI[q, Q_LASTPROG] = now
+        if QI[q, Q_SNDNXT] < seq:
+            QI[q, Q_SNDNXT] = seq
+    if kind == NAK:
+        QI[q, Q_NAKS] += 1
+        if QI[q, Q_SNDNXT] > seq:
+            QI[q, Q_SNDNXT] = seq
+    cc_on_ack(S, q, now, k)
+    if QI[q, Q_SNDUNA] >= QI[q, Q_SIZE] and QI[q, Q_ACKEDAT] < 0:
+        QI[q, Q_ACKEDAT] = now
+    free_pkt(S, k)
+    kick(S, QI[q, Q_PORT])
+    return -1
+
+
+@njit(cache=True)
+def qp_start(S, q):
+    """QP ``q`` starts: joins its NIC port's round robin; returns q if it has nothing to
+    send (done at once), else -1."""
+    G, CI, PI, PQ, QI = S[G_], S[CI_], S[PI_], S[PQ_], S[QI_]
+    now = G[NOW]
+    QI[q, Q_START] = now
+    QI[q, Q_NEXTAV] = now
+    QI[q, Q_LASTPROG] = now
+    if QI[q, Q_SIZE] <= 0:
+        QI[q, Q_DONE] = now
+        return q
+    p = QI[q, Q_PORT]
+    PQ[p, PI[p, P_NQP]] = q
+    PI[p, P_NQP] += 1
+    if QI[q, Q_RTOARMED] == 0:
+        QI[q, Q_RTOARMED] = 1
+        hpush(S[HT_], G, now + CI[RTO], E_RTO, q, ZERO)
+    kick(S, p)
+    return -1
+
+
+@njit(cache=True)
+def rto(S, q):
+    """Retransmission timeout: no ACK progress for ``rto_us`` -> go back to snd_una."""
+    G, CI, QI = S[G_], S[CI_], S[QI_]
+    if QI[q, Q_SNDUNA] >= QI[q, Q_SIZE]:
+        QI[q, Q_RTOARMED] = 0
+        return
+    now = G[NOW]
+    r = CI[RTO]
+    if QI[q, Q_SNDNXT] > QI[q, Q_SNDUNA] and now - QI[q, Q_LASTPROG] >= r:
+        QI[q, Q_TO] += 1
+        QI[q, Q_SNDNXT] = QI[q, Q_SNDUNA]
+        QI[q, Q_LASTPROG] = now
+        kick(S, QI[q, Q_PORT])
+    lp = QI[q, Q_LASTPROG]
+    t = max(lp, now) + r if lp + r <= now else lp + r
+    hpush(S[HT_], G, t, E_RTO, q, ZERO)
+
+
+# ---------------------------------------------------------------------- congestion control
+@njit(cache=True)
+def cc_on_send(S, q, now, nbytes):
+    if S[CI_][CC] == CC_DCQCN:
+        dcqcn.on_send(S, q, nbytes)
+
+
+@njit(cache=True)
+def cc_on_cnp(S, q, now):
+    if S[CI_][CC] == CC_DCQCN:
+        dcqcn.on_cnp(S, q, now)
+
+
+@njit(cache=True)
+def cc_on_ack(S, q, now, k):
+    c = S[CI_][CC]
+    if c == CC_HPCC:
+        hpcc.on_ack(S, q, now, k)
+    elif c == CC_TIMELY:
+        timely.on_ack(S, q, now, k)
+    elif c == CC_DCTCP:
+        dctcp.on_ack(S, q, now, k)
+
+
+# ---------------------------------------------------------------------- the loop
+@njit(cache=True)
+def run(S, limit, py_t, py_s):
+    """Process events in (time, seq) order while they come before the Python event list's
+    head ``(py_t, py_s)`` and not after ``limit``; see the module docstring for what it
+    returns."""
+    G, CI, CF, HT, PI, PT, PQ, NU, LL, KI, QI, QR, RNG = (S[G_], S[CI_], S[CF_], S[HT_], S[PI_],
+                                                         S[PT_], S[PQ_], S[NU_], S[LL_], S[KI_],
+                                                         S[QI_], S[QR_], S[RNG_])
+    buf = CI[BUF]
+    xoff_b = CI[XOFF]
+    xon_b = CI[XON]
+    kmin = CI[KMIN]
+    kmax = CI[KMAX]
+    ecn_on = CI[ECN_ON] != 0
+    int_on = CI[INT_ON] != 0
+    alpha = CF[ALPHA]
+    pmax = CF[PMAX]
+    kspan = kmax - kmin
+    ntc = CI[NTC]
+    hcap = HT.shape[0] - 64
+    kcap = 64
+    qcap = PQ.shape[1]
+    n = 0
+    while True:
+        if G[HSIZE] == 0:
+            G[COUNT] += n
+            if py_t <= limit:
+                return R_PY
+            return R_EMPTY
+        t = HT[0, 0]
+        s = HT[0, 1]
+        if py_t < t or (py_t == t and py_s < s):
+            G[COUNT] += n
+            if py_t <= limit:
+                return R_PY
+            G[NOW] = limit
+            return R_LIMIT
+        if t > limit:
+            G[COUNT] += n
+            G[NOW] = limit
+            return R_LIMIT
+        kind = HT[0, 2]
+        a = HT[0, 3]
+        b = HT[0, 4]
+        if G[HSIZE] > hcap or G[NFREE] < kcap or (
+                kind == E_QPSTART and PI[QI[a, Q_PORT], P_NQP] >= qcap):
+            G[COUNT] += n
+            return R_GROW
+        hpop(HT, G)
+        G[NOW] = t
+        n += 1
+        if kind == E_ARRIVE:
+            inp = a
+            k = PI[inp, P_FH]
+            nx = KI[k, K_NEXT]
+            PI[inp, P_FH] = nx
+            if nx < 0:
+                PI[inp, P_FT] = -1
+            else:
+                hpush(HT, G, KI[nx, K_AT], E_ARRIVE, inp, ZERO)
+            q = KI[k, K_QP]
+            rev = KI[k, K_DIR]
+            hop = KI[k, K_HOP] + 1
+            KI[k, K_HOP] = hop
+            if hop >= QI[q, Q_LEN]:
+                done = host_receive(S, k)
+                if done >= 0:
+                    G[RET] = done
+                    G[COUNT] += n
+                    return R_DONE
+                continue
+            p = QR[q, rev, hop]
+            tc = KI[k, K_TC]
+            size = KI[k, K_SIZE]
+            if PI[p, P_HOST] != 0:  # a NIC forwarding (not used by routes from the router)
+                q_append(S, p, tc, k)
+                PT[p, T_QB, tc] += size
+                PI[p, P_QTOT] += size
+                kick(S, p)
+                continue
+            # a switch admits the frame to the egress port: shared buffer (dynamic
+            # threshold), PFC ingress accounting, WRED ECN
+            node = PI[p, P_SRC]
+            u = NU[node, U_USED]
+            qb = PT[p, T_QB, tc]
+            if LL[tc] != 0:
+                ing = PT[inp, T_ING, tc] + size
+                free = buf - NU[node, U_RESV] - u
+                thr = alpha * free if free > 0 else 0.0
+                if thr > xoff_b:
+                    thr = float(xoff_b)
+                if u + size > buf or ing > thr + PI[inp, P_HEADROOM]:
+                    PI[p, P_DROPS] += 1
+                    G[DROPS] += 1
+                    free_pkt(S, k)
+                    continue
+                PT[inp, T_ING, tc] = ing
+                if ing > thr and PT[inp, T_XOFF, tc] == 0:
+                    PT[inp, T_XOFF, tc] = 1
+                    send_pause(S, inp, tc, ONE)
+            else:
+                free = buf - NU[node, U_RESV] - u
+                if size > free or qb + size > alpha * (free - size):
+                    PI[p, P_DROPS] += 1
+                    G[DROPS] += 1
+                    free_pkt(S, k)
+                    continue
+                PT[inp, T_ING, tc] += size
+            KI[k, K_INP] = inp
+            if ecn_on and qb > kmin and KI[k, K_KIND] == DATA and (
+                    qb >= kmax or rand01(RNG) < pmax * (qb - kmin) / kspan):
+                KI[k, K_CE] = 1
+                PI[p, P_ECN] += 1
+            if PI[p, P_QTOT] == 0 and PI[p, P_TXEV] == 0 and PI[p, P_BUSY] <= t and \
+                    PT[p, T_PAUSED, tc] == 0:
+                # the port is idle and nothing waits: straight onto the wire (what
+                # enqueue + dequeue would do, without touching the queue)
+                if size > PT[p, T_QPEAK, tc]:
+                    PT[p, T_QPEAK, tc] = size
+                if int_on and KI[k, K_KIND] == DATA:
+                    stamp(S, p, k, t, ZERO)
+                ing = PT[inp, T_ING, tc] - size
+                PT[inp, T_ING, tc] = ing
+                if ing <= xon_b and PT[inp, T_XOFF, tc] != 0:
+                    PT[inp, T_XOFF, tc] = 0
+                    send_pause(S, inp, tc, ZERO)
+                send_frame(S, p, k, t)
+                continue
+            NU[node, U_USED] = u + size
+            qb += size
+            PT[p, T_QB, tc] = qb
+            PI[p, P_QTOT] += size
+            if qb > PT[p, T_QPEAK, tc]:
+                PT[p, T_QPEAK, tc] = qb
+            q_append(S, p, tc, k)
+            if PI[p, P_TXEV] == 0:
+                if PI[p, P_BUSY] > t:
+                    PI[p, P_TXEV] = 1
+                    hpush(HT, G, PI[p, P_BUSY], E_TXDONE, p, ZERO)
+                else:
+                    tx_start(S, p)
+        elif kind == E_TXDONE:
+            p = a
+            PI[p, P_TXEV] = 0
+            if PI[p, P_HOST] != 0:
+                tx_start(S, p)
+                continue
+            # a switch port: the highest unpaused class with a frame
+            k = -1
+            tc = 0
+            for i in range(ntc):
+                tc = CI[TC0 + i]
+                if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+                    k = q_popleft(S, p, tc)
+                    break
+            if k < 0:
+                continue
+            size = KI[k, K_SIZE]
+            PT[p, T_QB, tc] -= size
+            PI[p, P_QTOT] -= size
+            NU[PI[p, P_SRC], U_USED] -= size  # free the buffer; XON when the ingress drains
+            inp = KI[k, K_INP]
+            ing = PT[inp, T_ING, tc] - size
+            PT[inp, T_ING, tc] = ing
+            if ing <= xon_b and PT[inp, T_XOFF, tc] != 0:
+                PT[inp, T_XOFF, tc] = 0
+                send_pause(S, inp, tc, ZERO)
+            if int_on and KI[k, K_KIND] == DATA:
+                stamp(S, p, k, t, PT[p, T_QB, tc])
+            end = send_frame(S, p, k, t)
+            if PI[p, P_QTOT] > 0:
+                PI[p, P_TXEV] = 1
+                hpush(HT, G, end, E_TXDONE, p, ZERO)
+        elif kind == E_QPSTART:
+            done = qp_start(S, a)
+            if done >= 0:
+                G[RET] = done
+                G[COUNT] += n
+                return R_DONE
+        elif kind == E_RTO:
+            rto(S, a)
+        elif kind == E_WAKE:
+            if PI[a, P_WAKE] == t:
+                PI[a, P_WAKE] = -1
+                kick(S, a)
+        elif kind == E_PAUSE:
+            pause_apply(S, a, b >> 1, b & 1)
+        elif kind == E_DCPEND:
+            QI[a, dcqcn.PENDING] = 0
+            dcqcn.cut(S, a, t)
+        elif kind == E_DCTIMER and dcqcn.timer(S, a, b, t):
+            kick(S, QI[a, Q_PORT])
+
+
+# ---------------------------------------------------------------------- the cache
+def _sources_digest() -> str:
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for f in (here / "layout.py", here / "heap.py", here / "kernel.py",
+              *sorted((here / "transports").glob("*.py"))):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _drop_stale_cache() -> None:
+    """numba keys a cached function on its own source file only, but the compiled loop
+    also holds the functions it calls (heap, transports) and the layout's constants:
+    when any of these files changed since the cache was written, empty the cache of
+    every compiled function of the core (they compile again on first use)."""
+    mods = (sys.modules[__name__], heap, dcqcn, dctcp, hpcc, timely)
+    disp = {id(v): v for m in mods for v in vars(m).values() if isinstance(v, Dispatcher)}
+    try:
+        stamp = Path(run._cache._cache_path) / "aifabric-packet-core.sha256"
+        digest = _sources_digest()
+        if stamp.is_file() and stamp.read_text() == digest:
+            return
+        for d in disp.values():
+            d._cache.flush()
+        stamp.write_text(digest)
+    except (OSError, AttributeError):  # no writable cache, another numba: nothing cached
+        pass
+
+
+_drop_stale_cache()

@@ -1,0 +1,81 @@
+"""The array layout of the packet simulator's compiled core (plain constants: importing
+this module does not import numba; the event heap's functions are in
+:mod:`aifabric.sim.packet.heap`).
+
+:class:`~aifabric.sim.packet.network.Network` keeps the whole state of a run in numpy
+arrays; the constants below name their columns (``PI[p, P_BUSY]``: when port ``p``'s
+serializer is free). The arrays travel together as one tuple ``S`` in the order of
+:data:`STATE` (``S[0]`` is ``G``, ``S[10]`` is ``KI``, ...):
+
+- ``G`` global counters and the clock; ``CI``/``CF`` integer/float settings (the
+  scenario's ``packet:`` section, congestion-control parameters included);
+- ``HT`` the event heap: rows ``(time_ps, seq, kind, a, b)``; ``seq`` is the tie-break
+  counter shared with the Python event list (``G[SEQ]``);
+- ``PI``/``PF``/``PT`` ports (one per arc): integers, floats, and per traffic class
+  (queue bytes, pause state, PFC counters, ingress bytes, FIFO head/tail); ``PQ`` the QPs
+  of each NIC port (round robin); ``NU`` per node shared-buffer bytes; ``LL`` lossless
+  classes;
+- ``KI``/``KF`` the frame pool (``KF``: HPCC telemetry per hop), ``FREE`` its free rows;
+- ``QI``/``QF`` QPs (sender, receiver and congestion-control state), ``QR`` their routes
+  as port rows (forward, reverse), ``QINT`` HPCC's last telemetry; ``RNG`` the ECN
+  marking generator's state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# ---------------------------------------------------------------------- G: global scalars
+NOW, SEQ, HSIZE, NFREE, DROPS, RETX, DELIV, SENTPFC, COUNT, RET = range(10)
+NG = 10
+# ---------------------------------------------------------------------- CI: int settings
+(BUF, XOFF, XON, KMIN, KMAX, ECN_ON, INT_ON, OVH, HDR, MTU, ACKB, DTC, CTC, CC, CNPGAP,
+ RTO, ACKINT, NTC, TC0, TC1, DC_TRESET, DC_BRESET, DC_THRESH, DC_PERIOD, DC_MONITOR,
+ DC_CLAMP, HP_MAXSTAGE, TM_HAI) = range(28)
+NCI = 28
+# ---------------------------------------------------------------------- CF: float settings
+(ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
+ TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
+NCF = 16
+# congestion-control codes (CI[CC]), in the order of config.CC_NAMES
+CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
+# ---------------------------------------------------------------------- PI: port ints
+(P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_HEADROOM, P_REV, P_BUSY, P_TXEV, P_TXB, P_ECN,
+ P_DROPS, P_WAKE, P_RR, P_QTOT, P_FH, P_FT, P_NQP) = range(18)
+NPI = 18
+P_PPB, P_GBPS = 0, 1  # PF: ps per byte, Gbit/s
+# ---------------------------------------------------------------------- PT: port x field x TC
+(T_QB, T_QPEAK, T_PAUSED, T_PSINCE, T_PAUSEDPS, T_PLONG, T_PFCTX, T_PFCRX, T_ING, T_XOFF,
+ T_QH, T_QT) = range(12)
+NPT = 12
+U_USED, U_RESV = 0, 1  # NU: node shared-buffer bytes used, PFC headroom reserved
+# ---------------------------------------------------------------------- KI: packet pool
+(K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
+ K_NINT) = range(14)
+NKI = 14
+# ---------------------------------------------------------------------- QI / QF: QPs
+(Q_SIZE, Q_TC, Q_SNDNXT, Q_SNDUNA, Q_HIGH, Q_RCVNXT, Q_NEXTAV, Q_LASTW, Q_START, Q_DONE,
+ Q_ACKEDAT, Q_LASTCNP, Q_NAKSENT, Q_PSA, Q_MSA, Q_LASTPROG, Q_RTOARMED, Q_RETX, Q_DUP,
+ Q_TO, Q_NAKS, Q_CNPS, Q_PORT, Q_BRTT, Q_LEN, Q_I0, Q_I1, Q_I2, Q_I3, Q_I4, Q_I5, Q_I6,
+ Q_I7) = range(33)
+NQI = 33
+F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)
+NQF = 8
+# columns Q_I0..Q_I7 and F_0..F_4: the congestion control's own (transports/*.FIELDS)
+# ---------------------------------------------------------------------- events, frames
+# numpy scalars, not ints: numba compiles a function once per distinct *literal* int it is
+# called with, once for all int64 values
+E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER = (
+    np.arange(8, dtype=np.int64))
+DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
+ZERO, ONE, NIL = np.int64(0), np.int64(1), np.int64(-1)
+PAUSE_FRAME_BYTES = 64 + 20
+# run() results
+R_LIMIT, R_EMPTY, R_PY, R_DONE, R_GROW = range(5)
+
+STATE = ("G", "CI", "CF", "HT", "PI", "PF", "PT", "PQ", "NU", "LL", "KI", "KF", "FREE", "QI",
+         "QF", "QR", "QINT", "RNG")
+# positions in S
+(G_, CI_, CF_, HT_, PI_, PF_, PT_, PQ_, NU_, LL_, KI_, KF_, FREE_, QI_, QF_, QR_, QINT_,
+ RNG_) = range(18)
+NEVER = 1 << 62
