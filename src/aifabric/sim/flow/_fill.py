@@ -152,27 +152,55 @@ def fill(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
 
 @njit(cache=True, nogil=True)
 def witness_bound(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
-                  col_ptr: np.ndarray, col_row: np.ndarray, cap: np.ndarray,
-                  site: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                  cap: np.ndarray, site: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per arc: the bound on its load from the rows for which it is not a witness, and
     whether it carries any such row; per entry: whether it is tight (on one of its row's
-    lowest-capacity arcs). See :func:`aifabric.sim.flow.maxmin._witness_reduction`."""
+    lowest-capacity arcs). See :func:`aifabric.sim.flow.maxmin._witness_reduction`.
+
+    Two passes: row by row, each entry's witness and fraction ratio; then, arc by arc
+    (the entries bucketed by arc), the distinct witnesses and their largest ratios."""
     k = len(indptr) - 1
     n_arcs = len(cap)
-    w1 = np.full(k, -1, dtype=np.int64)
-    w2 = np.full(k, -1, dtype=np.int64)
-    tight = np.zeros(len(indices), dtype=np.bool_)
+    nnz = len(indices)
+    tight = np.zeros(nnz, dtype=np.bool_)
+    wit = np.full(nnz, -1, dtype=np.int64)
+    ratio = np.zeros(nnz)
+    col_ptr = np.zeros(n_arcs + 1, dtype=np.int64)
     for i in range(k):
         cmin = np.inf
         for e in range(indptr[i], indptr[i + 1]):
             if cap[indices[e]] < cmin:
                 cmin = cap[indices[e]]
+        w1 = -1
+        w2 = -1
         for e in range(indptr[i], indptr[i + 1]):
             if cap[indices[e]] <= cmin:
                 tight[e] = True
-                if w1[i] < 0:
-                    w1[i] = e
-                w2[i] = e
+                if w1 < 0:
+                    w1 = e
+                w2 = e
+        for e in range(indptr[i], indptr[i + 1]):
+            if tight[e]:
+                continue
+            a = indices[e]
+            pick = w1
+            if site[a] >= 0 and site[indices[w2]] == site[a] and site[indices[w1]] != site[a]:
+                pick = w2
+            wit[e] = indices[pick]
+            ratio[e] = data[e] / data[pick]
+            col_ptr[a + 1] += 1
+    for a in range(n_arcs):
+        col_ptr[a + 1] += col_ptr[a]
+    fillp = col_ptr[:-1].copy()
+    cw = np.empty(col_ptr[n_arcs], dtype=np.int64)
+    cr = np.empty(col_ptr[n_arcs])
+    for e in range(nnz):
+        if wit[e] >= 0:
+            a = indices[e]
+            cw[fillp[a]] = wit[e]
+            cr[fillp[a]] = ratio[e]
+            fillp[a] += 1
     bound = np.zeros(n_arcs)
     carries = np.zeros(n_arcs, dtype=np.bool_)
     stamp = np.full(n_arcs, -1, dtype=np.int64)
@@ -181,27 +209,14 @@ def witness_bound(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
     for a in range(n_arcs):
         nt = 0
         for p in range(col_ptr[a], col_ptr[a + 1]):
-            i = col_row[p]
-            ea = -1
-            for e in range(indptr[i], indptr[i + 1]):
-                if indices[e] == a:
-                    ea = e
-                    break
-            if tight[ea]:
-                continue
-            pick = w1[i]
-            alt = w2[i]
-            if site[a] >= 0 and site[indices[alt]] == site[a] and site[indices[pick]] != site[a]:
-                pick = alt
-            b = indices[pick]
-            ratio = data[ea] / data[pick]
+            b = cw[p]
             if stamp[b] != a:
                 stamp[b] = a
-                best[b] = ratio
+                best[b] = cr[p]
                 touched[nt] = b
                 nt += 1
-            elif ratio > best[b]:
-                best[b] = ratio
+            elif cr[p] > best[b]:
+                best[b] = cr[p]
         s = 0.0
         for j in range(nt):
             s += best[touched[j]] * cap[touched[j]]
@@ -260,3 +275,28 @@ def update_load(changed: np.ndarray, m_ptr: np.ndarray, m_rows: np.ndarray,
             last[p] = new
             for e in range(indptr[i], indptr[i + 1]):
                 load[indices[e]] += data[e] * d
+
+
+@njit(cache=True, nogil=True)
+def same_kept_rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                   keep: np.ndarray, rows: np.ndarray, reps: np.ndarray) -> bool:
+    """Whether each row ``rows[j]`` has exactly the kept (arc, fraction) entries of row
+    ``reps[j]`` (the check behind merging rows whose hashes agree)."""
+    for j in range(len(rows)):
+        a, b = rows[j], reps[j]
+        ea, eb = indptr[a], indptr[b]
+        while True:
+            while ea < indptr[a + 1] and not keep[ea]:
+                ea += 1
+            while eb < indptr[b + 1] and not keep[eb]:
+                eb += 1
+            end_a, end_b = ea >= indptr[a + 1], eb >= indptr[b + 1]
+            if end_a or end_b:
+                if end_a != end_b:
+                    return False
+                break
+            if indices[ea] != indices[eb] or data[ea] != data[eb]:
+                return False
+            ea += 1
+            eb += 1
+    return True

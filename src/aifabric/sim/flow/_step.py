@@ -17,9 +17,12 @@ __all__ = ["advance", "apply_rates", "next_finish"]
 @njit(cache=True, nogil=True, error_model="numpy")
 def apply_rates(rate_src: np.ndarray, bott_src: np.ndarray, idx: np.ndarray,
                 dead: np.ndarray, r_f: np.ndarray, f_minr: np.ndarray,
-                f_bott: np.ndarray) -> None:
+                f_bott: np.ndarray, f_rem: np.ndarray) -> tuple[float, int]:
     """r_f[i] = rate_src[idx[i]] (1 for dead flows, which never drain); keep each flow's
-    lowest rate so far and the arc that set it."""
+    lowest rate so far and the arc that set it. Returns the earliest drain time at these
+    rates and its flow (-1: none), which :func:`next_finish` would otherwise compute."""
+    dmin = np.inf
+    first = -1
     for i in range(len(idx)):
         if dead[i]:
             r_f[i] = 1.0
@@ -29,25 +32,31 @@ def apply_rates(rate_src: np.ndarray, bott_src: np.ndarray, idx: np.ndarray,
         if r < f_minr[i]:
             f_minr[i] = r
             f_bott[i] = bott_src[idx[i]]
+        d = f_rem[i] / r
+        if d < dmin:
+            dmin = d
+            first = i
+    return dmin, first
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def next_finish(f_rem: np.ndarray, r_f: np.ndarray, f_st: np.ndarray,
-                rep_start: np.ndarray, t: float, t_heap: float, tolerance: float
-                ) -> tuple[float, bool]:
-    """Time to the next event and whether flows finish at it.
+                rep_start: np.ndarray, t: float, t_heap: float, tolerance: float,
+                dmin: float, first: int) -> tuple[float, bool]:
+    """Time to the next event and whether flows finish at it (``dmin``/``first``: the
+    earliest drain time and its flow when already known, else ``first = -1``).
 
     The flows draining within ``tolerance`` x the elapsed time of the earliest one's
     step (and within ``tolerance`` x its own drain time) finish together: the event is
     at the latest of their drain times.
     """
-    dmin = np.inf
-    first = -1
-    for i in range(len(f_rem)):
-        d = f_rem[i] / r_f[i]
-        if d < dmin:
-            dmin = d
-            first = i
+    if first < 0:
+        dmin = np.inf
+        for i in range(len(f_rem)):
+            d = f_rem[i] / r_f[i]
+            if d < dmin:
+                dmin = d
+                first = i
     if first < 0 or t + dmin > t_heap:
         return t_heap - t, False
     window = tolerance * (t + dmin - rep_start[f_st[first]])

@@ -259,6 +259,7 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
     dirty = True
     solver: MaxMin | None = None
     flow_class: tuple[np.ndarray | None, np.ndarray] = (None, np.zeros(0, dtype=np.int64))
+    known: tuple[float, int] = (np.inf, -1)  # earliest drain time and flow, when known
     r_f = np.zeros(0)
     load = np.zeros(n_arcs)
     while True:
@@ -297,13 +298,15 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
             load = np.zeros(n_arcs)
             load[nz] = val
             r_f = np.empty(len(f_cls))
-            apply_rates(src_rate, src_bott, idx, dead, r_f, f_minr, f_bott)
+            known = apply_rates(src_rate, src_bott, idx, dead, r_f, f_minr, f_bott, f_rem)
             dirty = False
         t_heap = heap[0][0] if heap else np.inf
         fin = None
         finishing = False
         if nf:
-            dt, finishing = next_finish(f_rem, r_f, f_st, rep_start, t, t_heap, tolerance)
+            dt, finishing = next_finish(f_rem, r_f, f_st, rep_start, t, t_heap, tolerance,
+                                        *known)
+            known = (np.inf, -1)  # the flows drain from here on: look afresh next time
         elif heap:
             dt = t_heap - t
         else:

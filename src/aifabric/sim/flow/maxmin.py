@@ -92,8 +92,7 @@ def _witness_reduction(f: _Fill, site: np.ndarray | None = None
     k, n_arcs = f.shape
     site_l = (np.full(len(f.used), -1, dtype=np.int64) if site is None
               else np.asarray(site, dtype=np.int64)[f.used])
-    bound, carries, tight = witness_bound(f.indptr, f.local, f.data, f.col_ptr, f.col_row,
-                                          f.cap, site_l)
+    bound, carries, tight = witness_bound(f.indptr, f.local, f.data, f.cap, site_l)
     drop_l = carries & (bound <= f.cap * (1 + 1e-12))
     drop = np.zeros(n_arcs, dtype=bool)
     drop[f.used[drop_l]] = True
@@ -101,6 +100,13 @@ def _witness_reduction(f: _Fill, site: np.ndarray | None = None
     dep = np.zeros(k, dtype=bool)  # rows for which a dropped arc is a witness
     dep[row[tight & drop_l[f.local]]] = True
     return drop, dep
+
+
+def _ranges(n: np.ndarray) -> np.ndarray:
+    """0..n[0]-1, 0..n[1]-1, ... concatenated."""
+    total = int(n.sum())
+    starts = np.repeat(np.cumsum(n) - n, n)
+    return np.arange(total) - starts
 
 
 def _leading_arcs(m: sp.csr_matrix, n: int) -> np.ndarray:
@@ -133,9 +139,6 @@ class MaxMin:
                  site: np.ndarray | None = None, reduce_above: int | None = None) -> None:
         m = sp.csr_matrix(rows)
         self.site = site
-        if not m.has_sorted_indices:
-            m = m.copy()
-            m.sort_indices()
         self.shape = m.shape
         self.capacity = np.asarray(capacity, dtype=np.float64)
         self.rows = m
@@ -146,7 +149,7 @@ class MaxMin:
             self._reduce(m)
 
     def _reduce(self, m: sp.csr_matrix) -> None:
-        from aifabric.sim.flow._fill import row_hash
+        from aifabric.sim.flow._fill import row_hash, same_kept_rows
 
         drop, dep = _witness_reduction(self._full, self.site)
         if not drop.any():
@@ -161,14 +164,18 @@ class MaxMin:
         n_cls = len(first)
         if not n_cls or n_cls > 0.8 * m.shape[0]:
             return  # nothing worth merging
-        kept = sp.csr_matrix((m.data * keep, m.indices.copy(), m.indptr.copy()), shape=m.shape)
-        kept.eliminate_zeros()  # in place: hence the copies, the caller's matrix stays
-        rep = kept[free[first]]
-        mine = kept[free]
-        same = (np.array_equal(np.diff(mine.indptr), np.diff(rep.indptr)[inv])
-                and (mine - rep[inv]).count_nonzero() == 0)
-        if not same:  # a hash collision: leave the matrix whole rather than guess
-            return
+        f = self._full
+        if not same_kept_rows(f.indptr, f.local, f.data, keep, free, free[first][inv.ravel()]):
+            return  # a hash collision: leave the matrix whole rather than guess
+        reps = free[first]
+        nk = np.add.reduceat(keep.astype(np.int64), m.indptr[:-1])[reps] if m.nnz else \
+            np.zeros(len(reps), dtype=np.int64)
+        nk = np.where(np.diff(m.indptr)[reps] > 0, nk, 0)
+        sel = np.repeat(m.indptr[reps], np.diff(m.indptr)[reps]) + _ranges(
+            np.diff(m.indptr)[reps])
+        sel = sel[keep[sel]]
+        rep = sp.csr_matrix((m.data[sel], m.indices[sel], np.r_[0, np.cumsum(nk)]),
+                            shape=(n_cls, m.shape[1]))
         # classes in order of their arcs: the solver then walks memory mostly forward
         order = np.lexsort(np.flipud(_leading_arcs(rep, 2)))
         rank = np.empty(n_cls, dtype=np.int64)
