@@ -110,8 +110,8 @@ def test_warm_started_solves_equal_cold_ones(seed):
 
 
 def _alltoall_on_small_hpn():
-    """The rows of an All-to-All over 64 GPUs of a small dual-plane HPN fabric: NVLink
-    inside hosts, PXN over NVLink then PCIe to the rail's NIC, NIC ports to ToRs."""
+    """An All-to-All over 64 GPUs of the HPN pod (dual-plane: NVLink inside hosts, PXN
+    over NVLink then PCIe to the rail's NIC, NIC ports to ToRs): (dag, paths, xconn)."""
     from aifabric import build_fabric
     from aifabric.scenario import scenario_from_dict
     from aifabric.sim.paths import route_dag
@@ -125,8 +125,9 @@ def _alltoall_on_small_hpn():
                                                "gpus": 64}]},
                              base_dir=EXAMPLES, model=SimScenario)
     f = build_fabric(scn.spec)
-    paths, _ = route_dag(f, compile_workload(scn, f).dag, scn.spec.routing)
-    return paths
+    dag = compile_workload(scn, f).dag
+    paths, xconn = route_dag(f, dag, scn.spec.routing)
+    return dag, paths, xconn
 
 
 def test_reduction_drops_only_arcs_that_never_bind_and_keeps_every_rate():
@@ -136,7 +137,7 @@ def test_reduction_drops_only_arcs_that_never_bind_and_keeps_every_rate():
     problem's rates; while those flows are active the full matrix is used."""
     from aifabric.sim.flow.maxmin import MaxMin
 
-    paths = _alltoall_on_small_hpn()
+    _, paths, _ = _alltoall_on_small_hpn()
     inc, cap = paths.incidence, paths.capacity_gbps / 8
     mm = MaxMin(inc, cap, site=paths.arc_site, reduce_above=0)
     full = MaxMin(inc, cap)
@@ -162,23 +163,10 @@ def test_reduction_drops_only_arcs_that_never_bind_and_keeps_every_rate():
 def test_engine_with_the_reduction_gives_the_same_run(monkeypatch):
     """The flow engine on an All-to-All with the solver's reduction (forced on) and
     without it: the same transfer end times, bytes per arc and peak loads."""
-    from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
     from aifabric.sim.flow import maxmin
     from aifabric.sim.flow.engine import run_flow
-    from aifabric.sim.paths import route_dag
-    from aifabric.sim.run import compile_workload
-    from aifabric.sim.scenario import SimScenario
-    from tests.conftest import EXAMPLES
 
-    scn = scenario_from_dict({"name": "a2a", "spec": "hpn-pod.yaml",
-                              "routing": {"policy": "ecmp"},
-                              "collectives": [{"op": "alltoall", "size_bytes": "8MiB",
-                                               "gpus": 64}]},
-                             base_dir=EXAMPLES, model=SimScenario)
-    f = build_fabric(scn.spec)
-    dag = compile_workload(scn, f).dag
-    paths, xconn = route_dag(f, dag, scn.spec.routing)
+    dag, paths, xconn = _alltoall_on_small_hpn()
     runs = []
     for above in (0, 10**9):
         monkeypatch.setattr(maxmin, "REDUCE_ABOVE", above)
