@@ -139,6 +139,7 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
     zkey = np.zeros(2, dtype=np.int64)
     dead = np.zeros(0, dtype=bool)
     n_dead = 0
+    r_f = np.zeros(0)  # each flow's rate now
     rate_row = np.zeros(n_rows)
     bott_row = np.full(n_rows, -1, dtype=np.int64)
 
@@ -260,7 +261,6 @@ def run_flow(dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray, *,
     solver: MaxMin | None = None
     flow_class: tuple[np.ndarray | None, np.ndarray] = (None, np.zeros(0, dtype=np.int64))
     known: tuple[float, int] = (np.inf, -1)  # earliest drain time and flow, when known
-    r_f = np.zeros(0)
     load = np.zeros(n_arcs)
     while True:
         nf = len(f_cls) - n_dead

@@ -145,6 +145,7 @@ class MaxMin:
         self._rows_t = m.T  # CSC view, built once: the load is rows^T x (rate x count)
         self._full = _Fill(m, self.capacity)
         self._red: _Fill | None = None
+        self._red_load: tuple[np.ndarray, ...] | None = None
         if m.shape[0] >= (REDUCE_ABOVE if reduce_above is None else reduce_above):
             self._reduce(m)
 
@@ -185,7 +186,6 @@ class MaxMin:
         cls = np.full(m.shape[0], -1, dtype=np.int64)
         cls[free] = inv
         self._red = _Fill(rep, self.capacity)
-        self._red_load: tuple[np.ndarray, ...] | None = None
         order = np.argsort(cls[free], kind="stable")
         self._m_rows = free[order]  # the rows of each class, class by class
         self._m_ptr = np.searchsorted(cls[free][order], np.arange(n_cls + 1))
@@ -204,10 +204,11 @@ class MaxMin:
 
     def solve_raw(self, count: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """(rate, bottleneck, load, row_class): rate and bottleneck per row, or per class
+        of ``row_class`` (per row; -1 for dependent rows) when that is not None (the
+        reduced problem was solved)."""
         from aifabric.sim.flow._fill import class_counts, update_load
 
-        """(rate, bottleneck, load, row_class): rate and bottleneck per row, or per class
-        of :attr:`row_class` when that is not None (the reduced problem was solved)."""
         cnt = np.ascontiguousarray(count, dtype=np.float64)
         if self._red is not None and not cnt[self._dep].any():
             rows, cls = self._cls_rows, self._cls
