@@ -106,7 +106,8 @@ def test_warm_started_solves_equal_cold_ones(seed):
         cold, _, _ = max_min_rates_numpy(m[on], cap, count[on])
         np.testing.assert_allclose(warm[on], cold, rtol=1e-9)
         fall = rng.random(len(count)) < 0.25
-        count = np.where(fall, np.maximum(count - rng.integers(1, 3, len(count)), 0), count)
+        # in place, as the engine does with its count array
+        count[:] = np.where(fall, np.maximum(count - rng.integers(1, 3, len(count)), 0), count)
 
 
 def _alltoall_on_small_hpn():

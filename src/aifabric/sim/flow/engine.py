@@ -2,7 +2,7 @@
 
 Time advances from event to event: a stage starts (its transfers' flows join), flows
 drain, a stage finishes (its successors may start). Between events every flow runs at
-its max-min fair rate over the arcs it crosses (:func:`max_min_rates`); rates change
+its max-min fair rate over the arcs it crosses (:class:`MaxMin`); rates change
 only when the set of active flows changes.
 
 What is reused instead of recomputed

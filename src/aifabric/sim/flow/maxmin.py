@@ -64,7 +64,8 @@ class _Fill:
             pr, pb = np.zeros(len(count)), np.zeros(len(count), dtype=np.int64)
         rate, bott = fill(self.indptr, self.local, self.data, self.col_ptr, self.col_row,
                           count, self.cap, pr, pb, level0)
-        self._prev = (count, rate, bott.copy())
+        # a copy: the caller (the engine) updates its count array in place
+        self._prev = (count.copy(), rate, bott.copy())
         has = bott >= 0
         bott[has] = self.used[bott[has]]
         return rate, bott
@@ -141,7 +142,6 @@ class MaxMin:
         self.site = site
         self.shape = m.shape
         self.capacity = np.asarray(capacity, dtype=np.float64)
-        self.rows = m
         self._rows_t = m.T  # CSC view, built once: the load is rows^T x (rate x count)
         self._full = _Fill(m, self.capacity)
         self._red: _Fill | None = None
