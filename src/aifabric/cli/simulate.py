@@ -15,6 +15,7 @@ from rich.table import Table
 
 from aifabric.cli._common import build, console, err_console
 from aifabric.errors import SpecError
+from aifabric.report.markdown import fmt_ms, fmt_num
 from aifabric.scenario import load_scenario
 from aifabric.sim.results import SimResult
 from aifabric.sim.run import compile_workload, simulate
@@ -51,11 +52,7 @@ def load_and_run(path: Path, sim: str | None = None) -> SimResult:
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f}" if np.isfinite(ns) else "unfinished"
-
-
-def _f(x: float, spec: str) -> str:
-    return format(x, spec) if np.isfinite(x) else "-"
+    return fmt_ms(ns, unit="")
 
 
 def print_result(r: SimResult) -> None:
@@ -78,8 +75,8 @@ def print_result(r: SimResult) -> None:
         for c in s["collectives"][:20]:
             t.add_row(str(c["collective"]), c["op"], c["algorithm"], f"{c['gpus']:,}",
                       f"{c['size_bytes'] / 2**20:,.1f}", _ms(c["time_ns"]),
-                      _f(c["algbw_GBps"], ".2f"), _f(c["busbw_GBps"], ".2f"),
-                      _f(c["busbw_gbps"], ".1f"))
+                      fmt_num(c["algbw_GBps"], ".2f"), fmt_num(c["busbw_GBps"], ".2f"),
+                      fmt_num(c["busbw_gbps"], ".1f"))
         console.print(t)
     if s["jobs"]:
         t = Table(title="jobs (per iteration)", title_justify="left")
@@ -105,8 +102,8 @@ def print_result(r: SimResult) -> None:
         for col in ("src", "dst", "min Gb/s", "bottleneck", "tier"):
             t.add_column(col, justify="right" if col == "min Gb/s" else "left")
         for x in s["slowest_transfers"][:5]:
-            t.add_row(x["src"], x["dst"], _f(x['min_rate_gbps'], '.1f'), x["bottleneck"] or "-",
-                      x["tier"] or "-")
+            t.add_row(x["src"], x["dst"], fmt_num(x["min_rate_gbps"], ".1f"),
+                      x["bottleneck"] or "-", x["tier"] or "-")
         console.print(t)
     tp = s["two_port"]
     if tp.get("down", {}).get("nics"):

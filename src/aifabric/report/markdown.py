@@ -11,11 +11,13 @@ from aifabric.sim.results import SimResult
 __all__ = ["comparison_rows", "render_markdown"]
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f} ms" if np.isfinite(ns) else "unfinished"
+def fmt_ms(ns: float, unit: str = " ms") -> str:
+    """Nanoseconds as milliseconds; "unfinished" for a time never reached (NaN)."""
+    return f"{ns / 1e6:,.3f}{unit}" if np.isfinite(ns) else "unfinished"
 
 
-def _f(x: float, spec: str) -> str:
+def fmt_num(x: float, spec: str) -> str:
+    """``format(x, spec)``; "-" for a figure that does not exist (NaN, inf)."""
     return format(x, spec) if np.isfinite(x) else "-"
 
 
@@ -40,18 +42,18 @@ def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str,
     def add(label: str, vals: list[float], fmt, lower_better: bool) -> None:
         rows.append((label, [fmt(v) for v in vals], _rel(vals[0], vals[-1]), lower_better))
 
-    add("makespan", [r.makespan_ns for r in results], _ms, True)
+    add("makespan", [r.makespan_ns for r in results], fmt_ms, True)
     n_c = min(len(r.summary["collectives"]) for r in results)
     for i in range(min(n_c, 12)):
         cs = [r.summary["collectives"][i] for r in results]
-        add(f"{cs[0]['collective']}: time", [c["time_ns"] for c in cs], _ms, True)
+        add(f"{cs[0]['collective']}: time", [c["time_ns"] for c in cs], fmt_ms, True)
         add(f"{cs[0]['collective']}: busbw", [c["busbw_gbps"] for c in cs],
             lambda v: f"{v:,.1f} Gb/s", False)
     n_j = min(len(r.summary["jobs"]) for r in results)
     for i in range(n_j):
         js = [r.summary["jobs"][i] for r in results]
-        add(f"{js[0]['job']}: iteration", [j["iteration_ns"] for j in js], _ms, True)
-        add(f"{js[0]['job']}: exposed comm", [j["exposed_comm_ns"] for j in js], _ms, True)
+        add(f"{js[0]['job']}: iteration", [j["iteration_ns"] for j in js], fmt_ms, True)
+        add(f"{js[0]['job']}: exposed comm", [j["exposed_comm_ns"] for j in js], fmt_ms, True)
         add(f"{js[0]['job']}: cross-segment bytes", [j["cross_segment_bytes"] for j in js],
             _bytes, True)
     tiers = set.intersection(*[set(r.summary["tiers"]) for r in results])
@@ -78,8 +80,8 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
              f"`{s.get('routing', {}).get('policy', '?')}` "
              f"({s.get('routing', {}).get('qps_per_connection', '?')} QP/connection, "
              f"NIC port by {s.get('routing', {}).get('nic_port_choice', '?')}). "
-             f"Makespan {_ms(r.makespan_ns)}." if s.get("finished", True) else
-             f"**Unfinished**: the run stopped at {_ms(r.makespan_ns)} with "
+             f"Makespan {fmt_ms(r.makespan_ns)}." if s.get("finished", True) else
+             f"**Unfinished**: the run stopped at {fmt_ms(r.makespan_ns)} with "
              f"{s['transfers_undelivered']:,} of {s['engine']['transfers']:,} transfers "
              "undelivered."]
     if s["collectives"]:
@@ -87,14 +89,15 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             ["collective", "op", "algorithm", "GPUs", "size", "time", "algbw GB/s",
              "busbw GB/s", "busbw Gb/s"],
             [[c["collective"], c["op"], c["algorithm"], c["gpus"], _bytes(c["size_bytes"]),
-              _ms(c["time_ns"]), _f(c["algbw_GBps"], ".2f"), _f(c["busbw_GBps"], ".2f"),
-              _f(c["busbw_gbps"], ".1f")] for c in s["collectives"][:30]]))
+              fmt_ms(c["time_ns"]), fmt_num(c["algbw_GBps"], ".2f"),
+              fmt_num(c["busbw_GBps"], ".2f"), fmt_num(c["busbw_gbps"], ".1f")]
+             for c in s["collectives"][:30]]))
     if s["jobs"]:
         parts.append(_table(
             ["job", "GPUs", "segments", "iteration", "compute", "exposed comm", "comm bytes",
              "cross-segment bytes"],
-            [[j["job"], j["gpus"], j["segments"], _ms(j["iteration_ns"]), _ms(j["compute_ns"]),
-              _ms(j["exposed_comm_ns"]), _bytes(j["comm_bytes"]),
+            [[j["job"], j["gpus"], j["segments"], fmt_ms(j["iteration_ns"]),
+              fmt_ms(j["compute_ns"]), fmt_ms(j["exposed_comm_ns"]), _bytes(j["comm_bytes"]),
               _bytes(j["cross_segment_bytes"])] for j in s["jobs"]]))
     if s["tiers"]:
         parts.append("Link utilization per tier (links that carried traffic; mean over the "
@@ -107,7 +110,7 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
         parts.append("Slowest transfers (lowest rate they ran at) and the link that held "
                      "them back:\n\n" + _table(
                          ["src", "dst", "job", "min rate Gb/s", "bottleneck", "tier"],
-                         [[x["src"], x["dst"], x["job"] or "-", _f(x['min_rate_gbps'], '.1f'),
+                         [[x["src"], x["dst"], x["job"] or "-", fmt_num(x['min_rate_gbps'], '.1f'),
                            x["bottleneck"] or "-", x["tier"] or "-"]
                           for x in s["slowest_transfers"]]))
     if s["hot_links"]:
