@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["fill", "transpose"]
+__all__ = ["class_counts", "fill", "row_hash", "same_kept_rows", "transpose", "update_load",
+           "witness_bound"]
 
 
 @njit(cache=True, nogil=True)

@@ -1,8 +1,11 @@
 """Max-min fair rates by progressive filling over a sparse flow x arc matrix.
 
 Progressive filling raises every unfrozen flow's rate at the same pace; when an arc
-runs out of capacity, every flow crossing it freezes (that arc is its bottleneck). The
-same allocation is reached in far fewer rounds by freezing, in each round, every arc
+runs out of capacity, every flow crossing it freezes (that arc is its bottleneck).
+:class:`MaxMin` (and :func:`max_min_rates`) run it compiled, one arc at a time in order
+of fair share (:mod:`aifabric.sim.flow._fill`), with warm starts and an exact
+reduction of the matrix. :func:`max_min_rates_numpy`, the reference they are tested
+against, reaches the same allocation in vectorised rounds, freezing in each every arc
 whose fair share (remaining capacity / unfrozen demand) is the smallest among the arcs
 of all its flows: shares only grow as other flows freeze, so such an arc saturates at
 its current share whatever happens elsewhere. Each round is a few vectorised passes
