@@ -64,9 +64,8 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     # deadlock, a run cut short), the end of the last interval it simulated
     tl_end = float(run.timeline_ns[:, 1].max()) if len(run.timeline_ns) else 0.0
     done_x = np.isfinite(run.xfer_end_ns)
-    makespan = max(float(end[valid].max()) if valid.any() else 0.0,
-                   0.0 if valid.all() else tl_end,
-                   0.0 if valid.all() or not done_x.any() else float(run.xfer_end_ns[done_x].max()))
+    ends = [end[valid]] if valid.all() else [end[valid], run.xfer_end_ns[done_x], [tl_end]]
+    makespan = max((float(np.max(e)) for e in ends if len(e)), default=0.0)
     xs = dag.xfer_stage
     moved = dag.size_bytes * dag.repeat[xs]
 
