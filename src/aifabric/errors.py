@@ -13,6 +13,11 @@ from dataclasses import dataclass
 __all__ = ["Problem", "SpecError"]
 
 
+#: control characters (a newline in a file name or a value echoed back) are shown
+#: escaped, so that one problem is always one line of output
+_ESCAPE = {c: f"\\x{c:02x}" for c in (*range(32), 127)} | {9: "\\t", 10: "\\n", 13: "\\r"}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with the input: where it is and what is allowed."""
@@ -24,7 +29,7 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}: " if self.file else ""
         field = f"{self.path}: " if self.path else ""
-        return f"{where}{field}{self.message}"
+        return f"{where}{field}{self.message}".translate(_ESCAPE)
 
 
 class SpecError(Exception):

@@ -4,12 +4,15 @@ SONiC's CONFIG_DB keeps every value as a string under ``TABLE -> "key|parts" ->
 fields``; its YANG models want one module container per table, one ``<TABLE>_LIST``
 element per entry (the ``|``-separated key split over the list's key leaves), map
 tables as nested lists, and RFC 7951 typed values (8-32-bit integers as JSON numbers,
-64-bit integers as strings, YANG booleans as ``true``/``false``). The rules are those of
-``../shared/sonic-yang/README.md``; :func:`to_yang` applies them to every table
-:mod:`aifabric.configs.sonic` writes.
+64-bit integers as strings, YANG booleans as ``true``/``false``), as SONiC's
+``sonic-yang-models`` package lays them out; :func:`to_yang` applies these rules to every
+table :mod:`aifabric.configs.sonic` writes.
 
 :func:`validate_config_dbs` runs the real ``yanglint`` (Debian ``libyang2-tools``) on
-many documents in one process and returns every failure with its message.
+many documents in one process and returns every failure with its message. The models
+are not shipped with aifabric: the folder holding SONiC's ``sonic-*.yang`` files (from
+``src/sonic-yang-models/yang-models`` of sonic-buildimage) is named by the environment
+variable ``AIFABRIC_SONIC_YANG`` (see :func:`models_problem`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UNMODELLED", "YangFailure", "default_models_dir", "to_yang", "validate_config_dbs"]
+__all__ = ["MODELS_ENV", "UNMODELLED", "YangFailure", "default_models_dir", "models_problem",
+           "to_yang", "validate_config_dbs"]
 
 # table -> (module, shape); shape: "container", ("map", key leaf, value leaf) or
 # {number of key parts: (list name, key leaves)}
@@ -137,16 +141,33 @@ def to_yang(config_db: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the environment variable naming the folder of SONiC's YANG models
+MODELS_ENV = "AIFABRIC_SONIC_YANG"
+#: a model every CONFIG_DB document needs; its presence marks a models folder
+_PROBE = "sonic-port.yang"
+
+
 def default_models_dir() -> Path | None:
-    """``$AIFABRIC_SONIC_YANG`` or ``../shared/sonic-yang`` beside the repository."""
-    env = os.environ.get("AIFABRIC_SONIC_YANG")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        cand = parent.parent / "shared" / "sonic-yang"
-        if (cand / "sonic-port.yang").is_file():
-            return cand
+    """The folder named by ``$AIFABRIC_SONIC_YANG``, or None when it is unset or empty."""
+    env = os.environ.get(MODELS_ENV, "").strip()
+    return Path(env).expanduser() if env else None
+
+
+def models_problem(models: Path | None = None) -> str | None:
+    """Why YANG validation cannot run, in one line (None: ``yanglint`` and the models
+    are both there). Names exactly what is missing: the ``yanglint`` binary, the
+    ``AIFABRIC_SONIC_YANG`` setting, or the models in the folder it names."""
+    if shutil.which("yanglint") is None:
+        return ("yanglint not found on PATH; install it (Debian/Ubuntu package "
+                "libyang2-tools)")
+    models = models or default_models_dir()
+    if models is None:
+        return (f"SONiC YANG models not configured: set {MODELS_ENV} to the folder holding "
+                f"SONiC's sonic-*.yang models (sonic-buildimage "
+                f"src/sonic-yang-models/yang-models)")
+    if not (models / _PROBE).is_file():
+        return (f"{MODELS_ENV}={models}: no {_PROBE} there; it must name the folder "
+                f"holding SONiC's sonic-*.yang models")
     return None
 
 
@@ -197,14 +218,15 @@ def validate_config_dbs(docs: Sequence[tuple[str, dict[str, Any]]],
     ``jobs`` yanglint processes at once (default: the CPUs this process may use). A
     document that fails is reported and validation resumes after it, so every failure
     is found. Returns the failures in document order (empty: all valid). Raises
-    FileNotFoundError when yanglint or the models are missing.
+    FileNotFoundError, with the one line of :func:`models_problem`, when yanglint or the
+    models are missing.
     """
+    problem = models_problem(models)
+    if problem is not None:
+        raise FileNotFoundError(problem)
     exe = shutil.which("yanglint")
-    if exe is None:
-        raise FileNotFoundError("yanglint not found (Debian package libyang2-tools)")
     models = models or default_models_dir()
-    if models is None or not (models / "sonic-port.yang").is_file():
-        raise FileNotFoundError("SONiC YANG models not found (set AIFABRIC_SONIC_YANG)")
+    assert exe is not None and models is not None
     jobs = jobs or len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="aifabric-yang-") as tmp:
         files: list[str] = []

@@ -1,0 +1,159 @@
+"""The repository stands alone: a fresh clone (no SONiC YANG models, no pyarrow, nothing
+beside it) passes its own tests; the YANG tests skip naming ``AIFABRIC_SONIC_YANG`` unless
+``AIFABRIC_REQUIRE_YANG=1`` (``.ci/run``) makes that skip a failure; ``build --validate``
+names exactly what it lacks and never replaces a build with an invalid one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from aifabric.configs import yang
+from tests.conftest import REQUIRE_YANG, ROOT, YANG_SKIP, need_sonic_yang
+
+#: a path outside the repository (spelled in two parts so this file does not contain it)
+OUTSIDE = ".." + "/shared"
+YANG_TEST = "tests/configs/test_sonic.py::test_deliberately_broken_configs_fail"
+
+
+def _tracked() -> list[Path]:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    return [ROOT / p for p in out.stdout.decode().split("\0") if p]
+
+
+def test_no_tracked_file_but_ci_refers_outside_the_repository():
+    """README, docs, examples, sources and tests never cite a path beside the clone; only
+    ``.ci/run`` (which provides the YANG models in CI) may."""
+    bad = []
+    for path in _tracked():
+        if path == ROOT / ".ci" / "run" or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        bad += [f"{path.relative_to(ROOT)}:{i}" for i, line in enumerate(text.splitlines(), 1)
+                if OUTSIDE in line]
+    assert bad == []
+
+
+def test_models_come_only_from_the_documented_setting(monkeypatch, tmp_path):
+    """No implicit search beside the repository: unset means no models, and the setting
+    names the folder used."""
+    monkeypatch.delenv(yang.MODELS_ENV, raising=False)
+    assert yang.default_models_dir() is None
+    problem = yang.models_problem()
+    assert problem is not None and (yang.MODELS_ENV in problem or "yanglint" in problem)
+    monkeypatch.setenv(yang.MODELS_ENV, str(tmp_path))
+    assert yang.default_models_dir() == tmp_path
+    if shutil.which("yanglint"):
+        assert f"{yang.MODELS_ENV}={tmp_path}: no sonic-port.yang" in yang.models_problem()
+
+
+def _pytest(env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items()
+           if k not in (yang.MODELS_ENV, REQUIRE_YANG, "CI", "PYTEST_ADDOPTS")}
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           YANG_TEST], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_yang_test_skips_naming_the_setting_on_a_fresh_clone():
+    """Without AIFABRIC_SONIC_YANG the YANG test skips (the run passes) and says why."""
+    r = _pytest({})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 skipped" in r.stdout and YANG_SKIP in r.stdout, r.stdout
+
+
+def test_require_flag_turns_the_yang_skip_into_a_failure():
+    """CI sets AIFABRIC_REQUIRE_YANG=1: a missing model folder fails the run."""
+    r = _pytest({REQUIRE_YANG: "1"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 failed" in r.stdout and f"{REQUIRE_YANG}=1" in r.stdout, r.stdout
+
+
+def _small_spec(tmp_path: Path, name: str = "small-clos") -> Path:
+    from tests.configs.conftest import SMALL
+
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({**SMALL["clos"], "name": name}))
+    return p
+
+
+def test_build_validate_names_exactly_what_is_missing(cli, tmp_path, monkeypatch):
+    """Models unset, models folder wrong, yanglint missing: one line each, exit 2,
+    nothing written."""
+    spec = _small_spec(tmp_path)
+    out = tmp_path / "b"
+    monkeypatch.delenv(yang.MODELS_ENV, raising=False)
+    cases = []
+    if shutil.which("yanglint"):
+        cases.append(({}, f"set {yang.MODELS_ENV} to the folder"))
+        cases.append(({yang.MODELS_ENV: str(tmp_path)}, "no sonic-port.yang there"))
+    cases.append(({"PATH": str(tmp_path / "nothing")}, "yanglint not found on PATH"))
+    for env, text in cases:
+        with monkeypatch.context() as m:
+            for k, v in env.items():
+                m.setenv(k, v)
+            r = cli("build", spec, "--out", out, "--validate")
+        assert r.code == 2, (env, r.out, r.err)
+        assert text in r.err and len(r.err.strip().splitlines()) == 1, (env, r.err)
+        assert not out.exists()
+
+
+def test_build_validate_failure_keeps_the_previous_build(cli, tmp_path, monkeypatch):
+    """Against models that forbid our MTU every config_db.json is invalid: exit 1, each
+    failure named, and the previous build in --out is untouched."""
+    need_sonic_yang()
+    if shutil.which("vtysh") is None:
+        pytest.skip("vtysh not installed")
+    models = tmp_path / "models"
+    shutil.copytree(yang.default_models_dir(), models)
+    port = models / "sonic-port.yang"
+    text = port.read_text()
+    assert "range 68..9216;" in text
+    port.write_text(text.replace("range 68..9216;", "range 68..1500;"))
+    out = tmp_path / "b"
+    r = cli("build", _small_spec(tmp_path, "old-build"), "--out", out)
+    assert r.code == 0, r.err
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    monkeypatch.setenv(yang.MODELS_ENV, str(models))
+    r = cli("build", _small_spec(tmp_path, "new-build"), "--out", out, "--validate")
+    assert r.code == 1, (r.out, r.err)
+    assert r.err.count("config_db.json ") == 2, r.err  # both switches named
+    assert "2 invalid" in r.out and "nothing written" in r.err
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".b.")]
+
+
+def test_parquet_without_pyarrow_is_one_line_naming_the_extra(cli, tmp_path, monkeypatch):
+    """--format parquet without pyarrow: exit 2, one line saying to install the extra."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    scen = ROOT / "examples" / "scenarios" / "pinned-flows.yaml"
+    for cmd in ("route", "simulate"):
+        out = tmp_path / cmd
+        r = cli(cmd, scen, "--out", out, "--format", "parquet")
+        assert r.code == 2, (cmd, r.out, r.err)
+        assert ".[parquet]" in r.err and len(r.err.strip().splitlines()) == 1, (cmd, r.err)
+        assert not out.exists()
+
+
+def test_extras_declare_parquet_and_hypothesis():
+    """pyarrow is the ``parquet`` extra (with a lower bound); hypothesis is in ``test``."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("pyarrow") for d in meta["dependencies"])
+    extras = meta["optional-dependencies"]
+    assert any(d.startswith("pyarrow>=") for d in extras["parquet"])
+    assert "hypothesis>=6.100" in extras["test"]
