@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,6 @@ from aifabric.configs.nccl import nccl_env, render_nccl_topo
 from aifabric.configs.nic import HostContext, render_nic_script
 from aifabric.configs.sonic import SwitchContext, render_config_db
 from aifabric.configs.tables import addressing_csv, bom_csv, cabling_csv
-from aifabric.errors import Problem, SpecError
 from aifabric.spec import dump_spec
 from aifabric.topology import Fabric, LinkKind, NodeKind
 
@@ -130,21 +127,16 @@ def write_build(fabric: Fabric, out: Path, progress: Progress | None = None,
     """Write the build of ``fabric`` to folder ``out`` atomically; returns the file count.
 
     The files go to a temporary folder beside ``out`` that is renamed into place at the
-    end; a previous build in ``out`` is replaced. ``out`` must be absent, empty, or a
-    previous build (it holds ``spec.yaml``), never another folder.
+    end (:func:`aifabric.outputs.atomic_folder`); a previous build in ``out`` is replaced.
+    ``out`` must be absent, empty, or a previous build (it holds ``spec.yaml``), never
+    another folder. Files and folders get the umask's permissions (scripts executable).
     """
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir())
-                                              and not (out / SPEC_FILE).is_file())):
-        raise SpecError(Problem("", "exists and is not an aifabric build folder; allowed: a "
-                                "new or empty folder, or a previous build", str(out)))
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise SpecError(Problem("", f"folder {parent} does not exist", str(out)))
+    from aifabric.outputs import BUILD, atomic_folder, umask
+
     ctx = ctx or BuildContext.of(fabric)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=parent))
     count = 0
-    try:
+    script_mode = 0o777 & ~umask()
+    with atomic_folder(out, option="--out", **BUILD) as tmp:
         made: set[str] = set()
         for rel, text in render_build(ctx, progress):
             d = os.path.dirname(rel)
@@ -155,16 +147,6 @@ def write_build(fabric: Fabric, out: Path, progress: Progress | None = None,
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
             if rel.endswith(".sh"):
-                os.chmod(path, 0o755)
+                os.chmod(path, script_mode)
             count += 1
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
-            os.replace(out, old / "build")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return count

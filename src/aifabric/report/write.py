@@ -1,13 +1,10 @@
 """Write result tables, the Markdown report and the plots into a folder, atomically: all
 files are built in a temporary folder that is renamed into place at the end, so a failure
-never leaves a half-written report."""
+never leaves a half-written report (:func:`aifabric.outputs.atomic_folder`)."""
 
 from __future__ import annotations
 
 import csv
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +35,9 @@ def _parquet(path: Path, table: dict[str, np.ndarray]) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise SpecError(Problem("--format", "parquet needs pyarrow (pip install pyarrow); "
-                                "allowed: csv")) from e
+        raise SpecError(Problem("--format", "parquet needs pyarrow, which is an extra: "
+                                "pip install -e '.[parquet]' (or pip install "
+                                "'aifabric[parquet]'); allowed without it: csv")) from e
     arrays = {k: (pa.array(v.tolist()) if v.dtype == object else pa.array(v))
               for k, v in table.items()}
     pq.write_table(pa.table(arrays), path)
@@ -57,25 +55,21 @@ def write_tables(result: SimResult, folder: Path, fmt: str = "csv") -> list[str]
 
 
 def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
-                 title: str | None = None, preamble: str = "") -> Path:
+                 title: str | None = None, preamble: str = "", option: str = "--out") -> Path:
     """Write tables, plots and ``report.md`` for one or several results into ``out``.
 
     One result: everything in ``out``. Several (compare, demo): one sub-folder per
-    scenario and a report comparing them.
+    scenario and a report comparing them. The folder is written atomically (see
+    :mod:`aifabric.outputs`); ``out`` must be new, empty or a previous report.
     """
+    from aifabric.outputs import REPORT, atomic_folder
     from aifabric.report.markdown import render_markdown
     from aifabric.report.plots import write_plots
 
     if fmt not in ("csv", "parquet"):
         raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
     out = Path(out)
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise SpecError(Problem("--out", f"folder {parent} does not exist"))
-    if out.exists() and not out.is_dir():
-        raise SpecError(Problem("--out", f"{out} is a file; allowed: a folder"))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    try:
+    with atomic_folder(out, option=option, **REPORT) as tmp:
         figs: dict[str, list[str]] = {}
         files: dict[str, list[str]] = {}
         names = _unique_names([r.scenario for r in results])
@@ -88,16 +82,6 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
         md = render_markdown(results, names=names, figures=figs, files=files, title=title,
                              preamble=preamble)
         (tmp / "report.md").write_text(md, encoding="utf-8")
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
-            os.replace(out, old / out.name)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out / "report.md"
 
 

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.flows import FlowSet, make_flows
+from aifabric.spec.base import StrictModel
 from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["AllToAll", "FlowList", "Incast", "Permutation", "Ring", "TrafficPattern",
@@ -35,12 +36,13 @@ __all__ = ["AllToAll", "FlowList", "Incast", "Permutation", "Ring", "TrafficPatt
 GpuSet = str | list[str]
 
 
-class _Pattern(BaseModel):
+class _Pattern(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    size_bytes: NonNegativeInt = Field(default=1 << 20, description="bytes per connection")
+    size_bytes: NonNegativeInt = Field(default=1 << 20, le=1 << 50,
+                                       description="bytes per connection (at most 1 PiB)")
     qps_per_connection: PositiveInt | None = Field(
-        default=None, description="QPs per connection (default: the routing policy's)")
+        default=None, le=1024, description="QPs per connection (default: the routing policy's)")
 
 
 class Permutation(_Pattern):
@@ -57,7 +59,8 @@ class AllToAll(_Pattern):
 class Ring(_Pattern):
     pattern: Literal["ring"]
     gpus: GpuSet = "all"
-    channels: PositiveInt = Field(default=1, description="rings (NCCL channels)")
+    channels: PositiveInt = Field(default=1, le=64, description="rings (NCCL channels, at "
+                                  "most 64)")
 
 
 class Incast(_Pattern):
@@ -176,31 +179,93 @@ def _pairs(f: Fabric, p: _Pattern, path: str, seed: int, base: Path | None
     return _read_csv(f, p, path, base)
 
 
+_CSV_COLUMNS = ("src", "dst", "size_bytes", "qps", "path")
+_MAX_BYTES = 1 << 50  # as _Pattern.size_bytes
+_MAX_QPS = 1024  # as _Pattern.qps_per_connection
+
+
+def _csv_rows(file: Path, shown: str, where: str) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a flows CSV as ``(line, {column: text})``: the header on line 1, then
+    one flow per line (row ``r`` on line ``r + 2``, as problems found later name it),
+    blank lines only at the end. A row with more or fewer fields than the header, an
+    unknown or repeated column, a blank line or a quoted field across lines, or a file
+    that cannot be read is a SpecError naming the file, the line and the columns."""
+    allowed = ("allowed: a CSV with a header src,dst[,size_bytes][,qps][,path] and as many "
+               "fields on every row")
+    try:
+        with file.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None:
+                raise SpecError.at(where, f"{shown!r} is empty; {allowed}")
+            cols = [c.strip() for c in header]
+            unknown = [c for c in cols if c not in _CSV_COLUMNS]
+            repeated = sorted({c for c in cols if cols.count(c) > 1})
+            if unknown or repeated or not {"src", "dst"} <= set(cols):
+                what = (f"unknown column(s) {', '.join(map(repr, unknown))}" if unknown else
+                        f"repeated column(s) {', '.join(repeated)}" if repeated else
+                        "src and dst are required")
+                raise SpecError.at(where, f"{shown!r} line {reader.line_num}: {what} in "
+                                   f"header {','.join(cols)}; allowed columns: "
+                                   f"{', '.join(_CSV_COLUMNS)} (src and dst required)")
+            rows, problems = [], []
+            blank = 0
+            for fields in reader:
+                line = reader.line_num
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    blank = blank or line  # fine at the end of the file
+                    continue
+                if blank or line != len(rows) + len(problems) + 2:
+                    problems.append(Problem(
+                        f"{where} line {blank or line}",
+                        f"{shown!r}: " + ("a blank line" if blank else "a quoted field "
+                                          "across lines") + "; allowed: one flow per line"))
+                    break
+                if len(fields) != len(cols):
+                    problems.append(Problem(
+                        f"{where} line {reader.line_num}",
+                        f"{shown!r}: {len(fields)} field(s), expected {len(cols)} "
+                        f"({','.join(cols)})"))
+                    continue
+                rows.append((reader.line_num, dict(zip(cols, fields, strict=True))))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError.at(where, f"{shown!r}: cannot read: {reason}; {allowed}") from None
+    if problems:
+        raise SpecError(problems)
+    if not rows:
+        raise SpecError.at(where, f"{shown!r} has no rows; {allowed}")
+    return rows
+
+
+def _csv_int(text: str, shown: str, where: str, lo: int, hi: int) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise SpecError.at(where, f"{shown!r}: not an integer: {text!r}; allowed: "
+                           f"{lo}..{hi}") from None
+    if not lo <= v <= hi:
+        raise SpecError.at(where, f"{shown!r}: {v} is out of range; allowed: {lo}..{hi}")
+    return v
+
+
 def _read_csv(f: Fabric, p: FlowList, path: str, base: Path | None):
     file = (base / p.file) if base is not None else Path(p.file)
     where = f"{path}.file"
     if not file.is_file():
         raise SpecError.at(where, f"{p.file!r}: file not found")
-    with file.open(newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows:
-        raise SpecError.at(where, f"{p.file!r} has no rows; allowed: a CSV with a header "
-                           "src,dst[,size_bytes][,qps][,path]")
-    cols = set(rows[0])
-    unknown = cols - {"src", "dst", "size_bytes", "qps", "path"}
-    if unknown or not {"src", "dst"} <= cols:
-        raise SpecError.at(where, f"{p.file!r}: columns {sorted(cols)}; allowed: src, dst, "
-                           "size_bytes, qps, path (src and dst required)")
+    rows = _csv_rows(file, p.file, where)
     src, dst, size, qps, paths = [], [], [], [], []
     problems = []
-    for k, row in enumerate(rows, start=2):  # line numbers, after the header
+    for k, row in rows:  # k: the row's line in the file
         try:
             src.append(_gpu_by_name(f, row["src"].strip(), f"{where} line {k}: src"))
             dst.append(_gpu_by_name(f, row["dst"].strip(), f"{where} line {k}: dst"))
             sz = (row.get("size_bytes") or "").strip()
-            size.append(int(sz) if sz else p.size_bytes)
+            size.append(_csv_int(sz, p.file, f"{where} line {k}: size_bytes", 0, _MAX_BYTES)
+                        if sz else p.size_bytes)
             q = (row.get("qps") or "").strip()
-            qps.append(int(q) if q else 0)
+            qps.append(_csv_int(q, p.file, f"{where} line {k}: qps", 1, _MAX_QPS) if q else 0)
             hops = (row.get("path") or "").replace(">", " ").split()
             for nm in hops:
                 if not f.has_node(nm):
@@ -208,8 +273,6 @@ def _read_csv(f: Fabric, p: FlowList, path: str, base: Path | None):
             paths.append(hops)
         except SpecError as err:
             problems.extend(err.problems)
-        except ValueError as exc:
-            problems.append(Problem(f"{where} line {k}", f"not an integer: {exc}"))
     if problems:
         raise SpecError(problems)
     return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
