@@ -7,6 +7,7 @@ exporting a 65,536-GPU fabric does not loop in Python over its links.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import IO
 
@@ -31,6 +32,12 @@ def _cat(*parts: str | np.ndarray) -> np.ndarray:
     for p in parts:
         out = np.strings.add(out, p)
     return np.asarray(out)
+
+
+def _one_line(text: str) -> str:
+    """One line: control characters as ``\\uNNNN`` (names are validated; quoted anyway)."""
+    return "".join(f"\\u{ord(c):04x}" if ord(c) < 32 or 127 <= ord(c) < 160
+                   or c in "\u2028\u2029" else c for c in text)
 
 
 def _xml_escape(a: np.ndarray) -> np.ndarray:
@@ -93,7 +100,7 @@ def write_json(f: Fabric, out: IO[str]) -> None:
                           for p in (f', "{key}": ', vals if typ != "string"
                                     else _json_str(vals))], "}")
     out.write('{"directed": false, "multigraph": true, "graph": {"name": ')
-    out.write(_json_str(np.array([f.name]))[0] + f', "family": "{f.family}"}},\n "nodes": [\n')
+    out.write(json.dumps(f.name) + f', "family": "{f.family}"}},\n "nodes": [\n')
     out.write(",\n".join(node_lines.tolist()))
     out.write('\n],\n "links": [\n')
     out.write(",\n".join(link_lines.tolist()))
@@ -114,7 +121,8 @@ def write_graphml(f: Fabric, out: IO[str]) -> None:
         out.write(f'  <key id="n_{key}" for="node" attr.name="{key}" attr.type="{typ}"/>\n')
     for key, (typ, _) in lcols.items():
         out.write(f'  <key id="e_{key}" for="edge" attr.name="{key}" attr.type="{typ}"/>\n')
-    out.write(f'  <graph id="{f.name}" edgedefault="undirected">\n')
+    gid = _xml_escape(np.array([_one_line(f.name)]))[0]
+    out.write(f'  <graph id="{gid}" edgedefault="undirected">\n')
     names = _xml_escape(f.nodes.name.astype(np.str_))
     node_lines = _cat('    <node id="', names, '">', *[
         p for key, (_, vals) in cols.items()
@@ -131,7 +139,8 @@ def write_dot(f: Fabric, out: IO[str]) -> None:
     """Graphviz DOT (``strict`` off: parallel links are kept)."""
     names = _cat('"', np.strings.replace(f.nodes.name.astype(np.str_), '"', '\\"'), '"')
     cols = _node_columns(f)
-    out.write(f'graph "{f.name}" {{\n  graph [family="{f.family}"];\n')
+    gname = _one_line(f.name).replace("\\", "\\\\").replace('"', '\\"')
+    out.write(f'graph "{gname}" {{\n  graph [family="{f.family}"];\n')
     node_lines = _cat("  ", names, " [", *[
         p for i, (key, (_, vals)) in enumerate(cols.items())
         for p in (("" if i == 0 else ", ") + f'{key}="', vals, '"')], "];")

@@ -104,7 +104,9 @@ def test_build_refuses_a_folder_that_is_not_a_build(cli, tmp_path):
 def test_build_validate_runs_the_real_tools(cli, tmp_path):
     """--validate checks every config_db.json with yanglint and every frr.conf with FRR."""
     from tests.configs.conftest import need_tool
+    from tests.conftest import need_sonic_yang
 
+    need_sonic_yang()
     need_tool("yanglint")
     need_tool("vtysh")
     out = tmp_path / "build"

@@ -13,6 +13,7 @@ from aifabric.configs.sonic import headroom_bytes
 from aifabric.configs.yang import to_yang, validate_config_dbs
 from aifabric.topology import NodeKind
 from tests.configs.conftest import FAMILIES, config_dbs, need_tool, small_ctx
+from tests.conftest import need_sonic_yang
 
 
 @cache
@@ -28,6 +29,7 @@ def _yang_failures() -> dict[str, list[tuple[str, str]]]:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_config_db_validates_against_sonic_yang(family):
     """libyang (yanglint) accepts every switch's config_db.json of every family."""
+    need_sonic_yang()
     need_tool("yanglint")
     assert _yang_failures()[family] == []
 
@@ -58,6 +60,7 @@ BREAKS = {"speed": "out of the allowed range", "leafref": "Invalid leafref value
 def test_deliberately_broken_configs_fail():
     """Each kind of breakage (range, dangling reference, unknown field, bad enum, missing
     mandatory leaf, violated must) is rejected and named; the intact one passes."""
+    need_sonic_yang()
     need_tool("yanglint")
     good = config_dbs("hpn")["tor-s00-r0-a"]
     docs = [("good", good)] + [(how, _broken(good, how)) for how in BREAKS]

@@ -36,16 +36,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from aifabric.configs.build import BuildContext
 from aifabric.errors import Problem, SpecError
+from aifabric.spec.base import StrictModel
 from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["Deviation", "Inventory", "compare", "expected_inventory", "parse_inventory"]
 
 
-class _Strict(BaseModel):
+class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -71,7 +72,7 @@ class HostFacts(_Strict):
     driver: str | None = None
     driver_version: str | None = None
     firmware_version: str | None = None
-    interfaces: dict[str, HostInterface] = {}
+    interfaces: dict[str, HostInterface] = Field(default_factory=dict)
 
 
 class SwitchInterface(_Strict):
@@ -89,14 +90,14 @@ class SwitchInterface(_Strict):
 
 class SwitchFacts(_Strict):
     os_version: str | None = None
-    interfaces: dict[str, SwitchInterface] = {}
+    interfaces: dict[str, SwitchInterface] = Field(default_factory=dict)
 
 
 class Inventory(_Strict):
     """Collected facts: ``hosts`` and ``switches`` by device name."""
 
-    hosts: dict[str, HostFacts] = {}
-    switches: dict[str, SwitchFacts] = {}
+    hosts: dict[str, HostFacts] = Field(default_factory=dict)
+    switches: dict[str, SwitchFacts] = Field(default_factory=dict)
 
 
 #: the group a deviation is reported under, by field name

@@ -20,6 +20,7 @@ from functools import cache
 import jinja2
 
 from aifabric.configs.addressing import ip_str
+from aifabric.configs.quote import FILTERS
 from aifabric.configs.sonic import SwitchContext
 from aifabric.topology import LinkKind, NodeKind
 
@@ -31,10 +32,14 @@ MAX_PATHS = 256
 
 @cache
 def template_env() -> jinja2.Environment:
-    """The jinja2 environment of the templates beside the renderers."""
-    return jinja2.Environment(loader=jinja2.PackageLoader("aifabric.configs", "templates"),
-                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                              undefined=jinja2.StrictUndefined, autoescape=False)
+    """The jinja2 environment of the templates beside the renderers, with the quoting
+    filters of :mod:`aifabric.configs.quote` (every value a template writes goes
+    through one)."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("aifabric.configs", "templates"),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined, autoescape=False)
+    env.filters.update(FILTERS)
+    return env
 
 
 def render_frr(ctx: SwitchContext, node: int) -> str:

@@ -12,7 +12,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+
+from aifabric.spec.base import StrictModel
+from aifabric.spec.names import Text
 
 __all__ = [
     "Asn",
@@ -32,7 +35,7 @@ Dscp = int
 _MAC = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"
 
 
-class _Strict(BaseModel):
+class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -165,7 +168,7 @@ class HpnDeploy(_Strict):
 class NicDeploy(_Strict):
     """Host NIC naming and RDMA settings."""
 
-    rdma_device_prefix: str = Field(default="mlx5_", pattern=r"^[A-Za-z0-9_]+$")
+    rdma_device_prefix: str = Field(default="mlx5_", pattern=r"^[A-Za-z0-9_]{1,24}$")
     gid_index: NonNegativeInt = 3
     host_vlan: int = Field(default=1000, ge=2, le=4094)
     gateway_mac: str = Field(default="00:00:5E:00:01:FE", pattern=_MAC)
@@ -175,10 +178,10 @@ class Expect(_Strict):
     """What ``aifabric check`` expects of collected facts. Unset versions must merely
     agree across all hosts (the most common value is taken as expected)."""
 
-    driver: str = "mlx5_core"
-    driver_version: str | None = None
-    firmware_version: str | None = None
-    switch_os_version: str | None = None
+    driver: Text = "mlx5_core"
+    driver_version: Text | None = None
+    firmware_version: Text | None = None
+    switch_os_version: Text | None = None
 
 
 class Deploy(_Strict):

@@ -11,9 +11,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
+from aifabric.spec.base import StrictModel
 from aifabric.spec.deploy import Deploy
+from aifabric.spec.names import Name, Text
 
 __all__ = [
     "BUILTIN_SWITCH_MODELS",
@@ -35,7 +37,16 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
+#: physical bounds: a larger value is a typo, and would overflow the fabric's arrays
+MAX_GBPS = 100_000  # Gbit/s of one port or GPU link (100 Tbit/s)
+MAX_HOP_NS = 1_000_000  # ns of one switch, NVLink or PCIe hop (1 ms)
+MAX_CABLE_M = 100_000.0  # metres of one cable (100 km)
+MAX_ROLE_PORTS = 65_536  # logical ports of one switch (physical ports x breakout)
+MAX_SWITCH_PORTS = 4_096  # physical front-panel ports of one switch
+MAX_LANES = 64  # SerDes lanes of one port, and ways to break one port out
+
+
+class _Strict(StrictModel):
     """Base: unknown fields are errors (a typo must not be silently ignored)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,16 +55,19 @@ class _Strict(BaseModel):
 class SwitchModel(_Strict):
     """A switch ASIC/box: physical ports, their speed and how they can be broken out."""
 
-    ports: PositiveInt = Field(description="physical front-panel ports")
-    port_gbps: PositiveInt = Field(description="speed of one physical port, Gbit/s")
-    breakouts: list[PositiveInt] = Field(
+    ports: PositiveInt = Field(le=MAX_SWITCH_PORTS, description="physical front-panel ports")
+    port_gbps: PositiveInt = Field(le=MAX_GBPS, description="speed of one physical port, Gbit/s")
+    breakouts: list[Annotated[int, Field(gt=0, le=MAX_LANES)]] = Field(
         default=[1, 2, 4, 8], description="allowed ways to split one physical port"
     )
     lanes_per_port: PositiveInt = Field(
-        default=4, description="SerDes lanes per physical port (SONiC names ports by lane)"
+        default=4, le=MAX_LANES,
+        description="SerDes lanes per physical port (SONiC names ports by lane)"
     )
-    latency_ns: NonNegativeInt = Field(default=800, description="port-to-port latency, ns")
-    buffer_mb: PositiveFloat = Field(default=114.0, description="shared packet buffer, MB")
+    latency_ns: NonNegativeInt = Field(default=800, le=MAX_HOP_NS,
+                                       description="port-to-port latency, ns")
+    buffer_mb: PositiveFloat = Field(default=114.0, le=1_000_000.0,
+                                     description="shared packet buffer, MB")
 
     @property
     def capacity_gbps(self) -> int:
@@ -82,15 +96,16 @@ class Hosts(_Strict):
     gpus_per_host: PositiveInt = 8
     nics_per_host: PositiveInt = Field(default=8, description="backend NICs = rails")
     ports_per_nic: PositiveInt = Field(default=1, description="ports per NIC (HPN: 2)")
-    port_gbps: PositiveInt = Field(default=400, description="speed of one NIC port, Gbit/s")
+    port_gbps: PositiveInt = Field(default=400, le=MAX_GBPS,
+                                   description="speed of one NIC port, Gbit/s")
     scaleup_gbps: PositiveFloat = Field(
-        default=3600.0, description="NVLink bandwidth per GPU per direction, Gbit/s"
+        default=3600.0, le=MAX_GBPS, description="NVLink bandwidth per GPU per direction, Gbit/s"
     )
     scaleup: Literal["nvswitch", "mesh"] = Field(
         default="nvswitch", description="intra-host scale-up wiring"
     )
     pcie_gbps: PositiveFloat = Field(
-        default=512.0, description="GPU<->NIC PCIe bandwidth per direction, Gbit/s"
+        default=512.0, le=MAX_GBPS, description="GPU<->NIC PCIe bandwidth per direction, Gbit/s"
     )
     backup_per_segment: NonNegativeInt = Field(
         default=0, description="standby hosts wired into each segment"
@@ -109,11 +124,11 @@ class SwitchRole(_Strict):
     Unset values are derived by the family builder.
     """
 
-    model: str = "tomahawk5"
-    down_ports: PositiveInt | None = None
-    up_ports: NonNegativeInt | None = None
-    down_gbps: PositiveInt | None = None
-    up_gbps: PositiveInt | None = None
+    model: Name = Field(default="tomahawk5", description="a switch model name")
+    down_ports: PositiveInt | None = Field(default=None, le=MAX_ROLE_PORTS)
+    up_ports: NonNegativeInt | None = Field(default=None, le=MAX_ROLE_PORTS)
+    down_gbps: PositiveInt | None = Field(default=None, le=MAX_GBPS)
+    up_gbps: PositiveInt | None = Field(default=None, le=MAX_GBPS)
     count: PositiveInt | None = Field(
         default=None, description="number of switches in the tier (derived if unset)"
     )
@@ -125,8 +140,9 @@ class ClosTopology(_Strict):
     family: Literal["clos"]
     leaf: SwitchRole = SwitchRole()
     spine: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat = Field(
-        default=1.0, description="leaf down:up bandwidth, when leaf.up_ports is unset"
+    oversubscription: PositiveFloat | None = Field(
+        default=None, description="leaf active down:up bandwidth (1.0 if unset and no leaf "
+        "ports are given); conflicts with leaf.up_ports"
     )
     rail_optimized: bool = False
 
@@ -137,7 +153,9 @@ class RailTopology(_Strict):
     family: Literal["rail"]
     leaf: SwitchRole = SwitchRole()
     spine: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat = 1.0
+    oversubscription: PositiveFloat | None = Field(
+        default=None, description="as for clos"
+    )
 
 
 class SingleTorTopology(_Strict):
@@ -147,12 +165,17 @@ class SingleTorTopology(_Strict):
     tor: SwitchRole = SwitchRole()
     agg: SwitchRole = SwitchRole()
     core: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat = 1.0
+    oversubscription: PositiveFloat | None = Field(
+        default=None, description="ToR (and, with pods, agg) active down:up bandwidth; 1.0 "
+        "if unset and no ports are given; conflicts with tor/agg.up_ports"
+    )
     hosts_per_tor: PositiveInt | None = Field(
-        default=None, description="hosts per ToR (a segment); derived from the ports if unset"
+        default=None, le=65536,
+        description="hosts per ToR (a segment); derived from the ports if unset"
     )
     tors_per_pod: PositiveInt | None = Field(
-        default=None, description="ToRs under one agg set; more ToRs than this add a core tier"
+        default=None, le=65536,
+        description="ToRs under one agg set; more ToRs than this add a core tier"
     )
 
 
@@ -203,12 +226,16 @@ Topology = Annotated[
 class Latency(_Strict):
     """Link latencies. Cable latency = length x ns per metre; switch latency is in the model."""
 
-    scaleup_ns: NonNegativeInt = Field(default=500, description="one NVLink hop")
-    pcie_ns: NonNegativeInt = Field(default=300, description="GPU<->NIC over PCIe")
-    cable_ns_per_m: PositiveFloat = Field(default=5.0, description="propagation in fibre/copper")
-    access_m: PositiveFloat = Field(default=3.0, description="host<->ToR cable length")
-    leaf_spine_m: PositiveFloat = Field(default=50.0, description="ToR<->agg cable length")
-    spine_core_m: PositiveFloat = Field(default=200.0, description="agg<->core cable length")
+    scaleup_ns: NonNegativeInt = Field(default=500, le=MAX_HOP_NS, description="one NVLink hop")
+    pcie_ns: NonNegativeInt = Field(default=300, le=MAX_HOP_NS, description="GPU<->NIC over PCIe")
+    cable_ns_per_m: PositiveFloat = Field(default=5.0, le=100.0,
+                                          description="propagation in fibre/copper")
+    access_m: PositiveFloat = Field(default=3.0, le=MAX_CABLE_M,
+                                    description="host<->ToR cable length")
+    leaf_spine_m: PositiveFloat = Field(default=50.0, le=MAX_CABLE_M,
+                                        description="ToR<->agg cable length")
+    spine_core_m: PositiveFloat = Field(default=200.0, le=MAX_CABLE_M,
+                                        description="agg<->core cable length")
 
 
 Medium = Literal["dac", "aoc", "optic"]
@@ -260,10 +287,10 @@ class Routing(_Strict):
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
-    name: str = "fabric"
-    description: str = ""
+    name: Name = Field(default="fabric", description="the fabric's name (see Names)")
+    description: Text = Field(default="", description="one line of free text")
     hosts: Hosts = Hosts()
-    switch_models: dict[str, SwitchModel] = Field(default_factory=dict)
+    switch_models: dict[Name, SwitchModel] = Field(default_factory=dict)
     topology: Topology
     latency: Latency = Latency()
     cabling: Cabling = Cabling()

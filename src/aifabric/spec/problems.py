@@ -9,13 +9,18 @@ and an unknown field lists the fields of the member the tag chose.
 
 from __future__ import annotations
 
+import re
 from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from aifabric.errors import Problem
+from aifabric.spec.names import show
 
 __all__ = ["TAG_FIELDS", "models_in", "problems_from_validation", "tag_of"]
+
+#: a mapping key shown as is in a field path (others are shown quoted, on one line)
+_PLAIN = re.compile(r"[A-Za-z0-9._-]{1,63}")
 
 #: the fields that discriminate the unions of aifabric's input models
 TAG_FIELDS = ("family", "pattern")
@@ -49,7 +54,8 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]
     key_next = False
     for part in loc:
         if isinstance(part, int) or key_next:  # a list index or a mapping key
-            shown.append(str(part))
+            text = str(part)
+            shown.append(text if _PLAIN.fullmatch(text) else show(text))
             key_next = False
             continue
         tagged = [m for m in current if (t := tag_of(m)) is not None and t[1] == part]
@@ -66,12 +72,44 @@ def _walk(model: type[BaseModel], loc: tuple[Any, ...]
     return shown, current
 
 
+_BOUND_KINDS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _num(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _range(models: list[type[BaseModel]], name: str) -> str | None:
+    """The bounds of field ``name`` as text (``256..4096``, ``above 0 and at most 1``), so
+    that a value out of range is told the whole range, not one side of it."""
+    for m in models:
+        field = m.model_fields.get(name)
+        if field is None:
+            continue
+        lo = hi = ""
+        for c in field.metadata:
+            if getattr(c, "ge", None) is not None:
+                lo = f"at least {_num(c.ge)}"
+            elif getattr(c, "gt", None) is not None:
+                lo = f"above {_num(c.gt)}"
+            if getattr(c, "le", None) is not None:
+                hi = f"at most {_num(c.le)}"
+            elif getattr(c, "lt", None) is not None:
+                hi = f"below {_num(c.lt)}"
+        if lo.startswith("at least") and hi.startswith("at most"):
+            return f"{lo[9:]}..{hi[8:]}"
+        return " and ".join(x for x in (lo, hi) if x) or None
+    return None
+
+
 def problems_from_validation(err: ValidationError, model: type[BaseModel],
                              file: str | None) -> list[Problem]:
     """One :class:`Problem` per error of ``err`` raised validating ``model``."""
     problems = []
     for e in err.errors(include_url=False):
         loc = tuple(e["loc"])
+        if loc and loc[-1] == "[key]":  # the mapping key itself is invalid
+            loc = loc[:-1]
         kind, got = e["type"], e.get("input")
         shown, at = _walk(model, loc)
         path = ".".join(shown)
@@ -93,7 +131,13 @@ def problems_from_validation(err: ValidationError, model: type[BaseModel],
             msg = "required field is missing"
         else:
             msg = e["msg"].removeprefix("Value error, ")
-            if not isinstance(got, dict | list):
+            if isinstance(got, str):
+                msg += f" (got {show(got)})"
+            elif not isinstance(got, dict | list):
                 msg += f" (got {got!r})"
+            if kind in _BOUND_KINDS and loc and isinstance(loc[-1], str):
+                allowed = _range(_walk(model, loc[:-1])[1], loc[-1])
+                if allowed:
+                    msg += f"; allowed: {allowed}"
         problems.append(Problem(path, msg, file))
     return problems
