@@ -19,7 +19,7 @@ def hpn_plan():
 
 
 def test_hpn_pod_numbers(hpn_plan):
-    """The figures of ../shared/DOMAIN.md §2 for one HPN pod."""
+    """The figures of one HPN pod in the Alibaba HPN paper (SIGCOMM 2024)."""
     p = hpn_plan
     assert p["gpus"] == 15_360
     assert p["hosts"] == 1_920

@@ -24,14 +24,14 @@ SMALL_SPECS: dict[str, dict] = {
              "topology": {"family": "hpn", "planes": 2, "hosts_per_segment": 8,
                           "segments_per_pod": 1,
                           "tor": {"down_gbps": 200, "up_ports": 12, "up_gbps": 400},
-                          "agg": {"count": 12, "down_ports": 120, "up_ports": 8},
+                          "agg": {"count": 12, "down_ports": 120},
                           "core": {"model": "tomahawk5"}}},
     # single-plane HPN (both ToRs of a pair under the same aggs), one pod
     "hpn1": {"hosts": {"count": 16, "gpus_per_host": 2, "nics_per_host": 2, "ports_per_nic": 2,
                        "port_gbps": 200},
              "topology": {"family": "hpn", "planes": 1, "hosts_per_segment": 8,
                           "tor": {"down_gbps": 200, "up_ports": 12, "up_gbps": 400},
-                          "agg": {"count": 12, "down_ports": 120, "up_ports": 8},
+                          "agg": {"count": 12, "down_ports": 120},
                           "core": None}},
     # 3-tier single-ToR with parallel links, GPUs meshed (no NVSwitch)
     "single_tor": {"hosts": {"count": 24, "gpus_per_host": 2, "nics_per_host": 2,

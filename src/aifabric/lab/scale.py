@@ -36,6 +36,7 @@ from aifabric.spec.models import (
     SingleTorTopology,
     Spec,
 )
+from aifabric.spec.names import NAME_MAX
 from aifabric.topology import Fabric, build_fabric
 
 __all__ = ["MAX_SWITCHES", "SCALES", "Scale", "parse_scale", "scale_fabric", "scale_spec"]
@@ -120,7 +121,7 @@ def scale_spec(spec: Spec, scale: Scale) -> Spec:
     hps = scale.hosts
     up = scale.uplinks
     data = spec.model_dump(mode="json")
-    data["name"] = f"{spec.name}-lab"
+    data["name"] = f"{spec.name[:NAME_MAX - 4]}-lab"  # still a valid name
     hosts = data["hosts"]
     hosts.update(nics_per_host=N, gpus_per_host=G, backup_per_segment=bk, gpus=None)
     t = data["topology"]
@@ -151,7 +152,7 @@ def scale_spec(spec: Spec, scale: Scale) -> Spec:
         pods = max(2, scale.pods) if multi_pod else 1  # one pod would drop the core tier
         ports = (hps + bk) * N * h.ports_per_nic
         t.update(hosts_per_tor=hps, tors_per_pod=segs if multi_pod else None,
-                 oversubscription=1.0,
+                 oversubscription=None,
                  tor=_role(topo.tor, down_ports=ports, up_ports=up),
                  agg=_role(topo.agg, down_ports=segs * up if multi_pod else None,
                            up_ports=up if multi_pod else None, count=up),
@@ -166,7 +167,7 @@ def scale_spec(spec: Spec, scale: Scale) -> Spec:
         segs = scale.segments
         rail = getattr(topo, "rail_optimized", True)
         per_leaf = (hps + bk) * (1 if rail else N) * h.ports_per_nic
-        t.update(oversubscription=1.0, leaf=_role(topo.leaf, down_ports=per_leaf, up_ports=up),
+        t.update(oversubscription=None, leaf=_role(topo.leaf, down_ports=per_leaf, up_ports=up),
                  spine=_role(topo.spine, count=up))
         hosts["count"] = hps * segs
     try:
@@ -178,8 +179,11 @@ def scale_spec(spec: Spec, scale: Scale) -> Spec:
 
 def scale_fabric(spec: Spec, scale: Scale, *, limit: int = MAX_SWITCHES) -> Fabric:
     """Build the scaled-down copy; refuse one with more than ``limit`` switches."""
+    from aifabric.guard import check_fabric
+
     small = scale_spec(spec, scale)
     try:
+        check_fabric(small)  # a copy too big for this machine's memory: one line, first
         fabric = build_fabric(small)
     except SpecError as err:
         raise SpecError([Problem("--scale", f"the {scale.name} copy ({scale.describe()}) of "

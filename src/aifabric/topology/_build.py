@@ -340,6 +340,10 @@ def core_layer(fb: FabricBuilder, aggs: np.ndarray, agg_plan: PortPlan, core_pla
     Returns core ids shaped (groups, core_groups, C).
     """
     pods, groups, A = aggs.shape
+    if core_plan.down_gbps != agg_plan.up_gbps:
+        raise SpecError.at("topology.core.down_gbps", f"{core_plan.down_gbps}G does not match "
+                           f"the {agg_plan.up_gbps}G uplinks below; allowed: "
+                           f"{agg_plan.up_gbps}")
     u = agg_plan.n_up
     k = core_plan.n_down
     m = min(A, k // pods)

@@ -15,31 +15,33 @@ import numpy as np
 from aifabric.errors import SpecError
 from aifabric.spec.models import ClosTopology, Spec, SwitchRole
 from aifabric.topology._build import FabricBuilder, active_hosts, fmt, segment_hosts
-from aifabric.topology._tiers import leaf_plan, spine_layer
+from aifabric.topology._tiers import access_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, NodeKind
 
 
 def wire_leaves(fb: FabricBuilder, spec: Spec, role: SwitchRole, path: str, *,
-                oversubscription: float, rail: bool, kind: NodeKind = NodeKind.TOR,
-                prefix: str = "leaf", segments_per_pod: int | None = None):
+                oversubscription: float | None, rail: bool, kind: NodeKind = NodeKind.TOR,
+                prefix: str = "leaf", segments_per_pod: int | None = None,
+                hosts_per_leaf: int | None = None, hosts_path: str = ""):
     """Hosts and leaves (ToRs) with their access links.
 
+    ``oversubscription`` is the spec's value (None when unset), see ``access_plan``.
     Returns ``(leaves, leaf_segment, plan)``: leaf ids, the segment of each leaf, and the
     leaf port plan.
     """
     h = spec.hosts
     H = active_hosts(spec)
     N, P, bk = h.nics_per_host, h.ports_per_nic, h.backup_per_segment
-    plan = leaf_plan(spec, role, path, oversubscription=oversubscription, down_gbps=h.port_gbps)
+    ports_per_host = P if rail else N * P
+    plan, per_seg = access_plan(spec, role, path, ratio=oversubscription,
+                                ratio_path="topology.oversubscription",
+                                ports_per_host=ports_per_host, hosts=H,
+                                down_gbps=h.port_gbps, hosts_per_leaf=hosts_per_leaf,
+                                hosts_path=hosts_path)
     if plan.down_gbps != h.port_gbps:
         raise SpecError.at(f"{path}.down_gbps", f"{plan.down_gbps}G leaf down-ports do not "
                            f"match {h.port_gbps}G NIC ports; allowed: {h.port_gbps}")
-    ports_per_host = P if rail else N * P
-    per_seg = plan.n_down // ports_per_host - bk
-    if per_seg < 1:
-        raise SpecError.at(f"{path}.down_ports", f"{plan.n_down} down ports cannot hold one "
-                           f"host ({ports_per_host} ports) plus {bk} backups per segment")
     seg, slot, backup, names = segment_hosts(H, per_seg, bk)
     S = int(seg[-1]) + 1
     pod_of_seg = (np.zeros(S, dtype=np.int32) if segments_per_pod is None
@@ -66,8 +68,10 @@ def wire_leaves(fb: FabricBuilder, spec: Spec, role: SwitchRole, path: str, *,
 
 
 def build_two_tier(spec: Spec, family: str, leaf: SwitchRole, spine: SwitchRole,
-                   oversubscription: float, rail: bool, leaf_path: str,
+                   oversubscription: float | None, rail: bool, leaf_path: str,
                    spine_path: str) -> Fabric:
+    reject_unused(leaf, leaf_path, "the leaf count follows from the hosts", "count")
+    reject_unused(spine, spine_path, "the spines are the top tier", "up_ports", "up_gbps")
     fb = FabricBuilder(spec)
     leaves, _, plan = wire_leaves(fb, spec, leaf, leaf_path, oversubscription=oversubscription,
                                   rail=rail)

@@ -22,6 +22,7 @@ from aifabric.topology._build import (
     resolve_model,
     segment_hosts,
 )
+from aifabric.topology._tiers import reject_unused
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
@@ -32,6 +33,8 @@ def build_fat_tree(spec: Spec) -> Fabric:
     assert isinstance(topo, FatTreeTopology)
     h = spec.hosts
     N, P, bk = h.nics_per_host, h.ports_per_nic, h.backup_per_segment
+    reject_unused(topo.switch, "topology.switch", "a fat-tree's port split and switch "
+                  "counts follow from topology.k", "down_ports", "up_ports", "count")
     model = resolve_model(spec, topo.switch, "topology.switch")
     k = topo.k or model.ports
     if k % 2 or k < 2:
@@ -92,14 +95,18 @@ def build_fat_tree(spec: Spec) -> Fabric:
         slot_ = slot[nh] * N * P + ni * P + npp
     fb.connect_access(hosts.nic.reshape(-1), tor, slot_, leaf_plan)
 
-    spine_plan = port_plan(spec, topo.switch, "topology.switch", n_down=half,
-                           n_up=half if pods > 1 else 0)
+    # switch.down_gbps is the NIC-facing speed: spines and cores take the speed of the
+    # uplinks below them on their down ports
+    upper = topo.switch.model_copy(update={"down_gbps": None})
+    spine_plan = port_plan(spec, upper, "topology.switch", n_down=half,
+                           n_up=half if pods > 1 else 0, down_gbps=leaf_plan.up_gbps)
     spines = fb.add_switches(NodeKind.AGG, spine_plan, fmt("spine-p", (p_i, 2), "-", (l_i, 2)),
                              pod=p_i, index=l_i).reshape(pods, half)
     # leaf j of pod p: one link to each spine of the pod (on spine down port j)
     fb.mesh(leaves.reshape(-1), p_i, l_i, spines, half, leaf_plan, spine_plan,
             LinkKind.LEAF_SPINE)
     if pods > 1:
-        core_plan = port_plan(spec, topo.switch, "topology.switch", n_down=k, n_up=0)
+        core_plan = port_plan(spec, upper, "topology.switch", n_down=k, n_up=0,
+                              down_gbps=spine_plan.up_gbps)
         core_layer(fb, spines.reshape(pods, 1, half), spine_plan, core_plan)
     return fb.build(spec.name, "fat_tree")

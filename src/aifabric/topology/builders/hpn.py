@@ -29,6 +29,7 @@ from aifabric.topology._build import (
     port_plan,
     segment_hosts,
 )
+from aifabric.topology._tiers import reject_unused
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
@@ -41,6 +42,13 @@ def build_hpn(spec: Spec) -> Fabric:
     if h.ports_per_nic != 2:
         raise SpecError.at("hosts.ports_per_nic", f"HPN dual-ToR needs 2 ports per NIC "
                            f"(got {h.ports_per_nic}); allowed: 2")
+    reject_unused(topo.tor, "topology.tor", "the ToR count follows from the hosts", "count")
+    if topo.core is not None:
+        reject_unused(topo.core, "topology.core", "the cores are the top tier, their count "
+                      "derived", "count", "up_ports", "up_gbps")
+    else:
+        reject_unused(topo.agg, "topology.agg", "with core: null the aggs are the top tier",
+                      "up_ports", "up_gbps", explicit="agg" in topo.model_fields_set)
     H = active_hosts(spec)
     R = h.nics_per_host
     hps, bk = topo.hosts_per_segment, h.backup_per_segment

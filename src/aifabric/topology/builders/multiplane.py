@@ -12,7 +12,7 @@ import numpy as np
 from aifabric.errors import SpecError
 from aifabric.spec.models import MultiplaneTopology, Spec
 from aifabric.topology._build import FabricBuilder, active_hosts, fmt, segment_hosts
-from aifabric.topology._tiers import leaf_plan, spine_layer
+from aifabric.topology._tiers import leaf_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, NodeKind
 
@@ -21,6 +21,9 @@ from aifabric.topology.fabric import Fabric, NodeKind
 def build_multiplane(spec: Spec) -> Fabric:
     topo = spec.topology
     assert isinstance(topo, MultiplaneTopology)
+    reject_unused(topo.leaf, "topology.leaf", "the leaf count follows from the hosts", "count")
+    reject_unused(topo.spine, "topology.spine", "the spines are the top tier", "up_ports",
+                  "up_gbps")
     h = spec.hosts
     H = active_hosts(spec)
     N, P, bk = h.nics_per_host, h.ports_per_nic, h.backup_per_segment

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from aifabric.errors import SpecError
 from aifabric.spec.models import SingleTorTopology, Spec
 from aifabric.topology._build import FabricBuilder, core_layer, fmt, port_plan
-from aifabric.topology._tiers import leaf_plan, spine_layer
+from aifabric.topology._tiers import middle_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.builders.clos import wire_leaves
 from aifabric.topology.fabric import Fabric, NodeKind
@@ -22,30 +21,32 @@ from aifabric.topology.fabric import Fabric, NodeKind
 def build_single_tor(spec: Spec) -> Fabric:
     topo = spec.topology
     assert isinstance(topo, SingleTorTopology)
-    h = spec.hosts
-    if topo.hosts_per_tor is not None:
-        need = (topo.hosts_per_tor + h.backup_per_segment) * h.nics_per_host * h.ports_per_nic
-        role = topo.tor if topo.tor.down_ports is not None else topo.tor.model_copy(
-            update={"down_ports": need})
-        if role.down_ports is not None and role.down_ports < need:
-            raise SpecError.at("topology.hosts_per_tor", f"{topo.hosts_per_tor} hosts need "
-                               f"{need} ToR ports; tor.down_ports is {role.down_ports}")
-    else:
-        role = topo.tor
+    reject_unused(topo.tor, "topology.tor", "the ToR count follows from the hosts", "count")
+    reject_unused(topo.core, "topology.core", "the cores are the top tier, their count "
+                  "derived", "count", "up_ports", "up_gbps")
     fb = FabricBuilder(spec)
     tpp = topo.tors_per_pod
-    tors, _, plan = wire_leaves(fb, spec, role, "topology.tor",
+    tors, _, plan = wire_leaves(fb, spec, topo.tor, "topology.tor",
                                 oversubscription=topo.oversubscription, rail=False,
-                                prefix="tor", segments_per_pod=tpp)
+                                prefix="tor", segments_per_pod=tpp,
+                                hosts_per_leaf=topo.hosts_per_tor,
+                                hosts_path="topology.hosts_per_tor")
     T = len(tors)
     tpp = tpp or T
     pods = -(-T // tpp)
     if pods > 1:
-        agg_plan_ = leaf_plan(spec, topo.agg, "topology.agg",
-                              oversubscription=topo.oversubscription, down_gbps=plan.up_gbps)
-        agg_down_role = topo.agg.model_copy(update={"down_ports": agg_plan_.n_down})
+        agg_plan_, S = middle_plan(spec, topo.agg, "topology.agg",
+                                   ratio=topo.oversubscription,
+                                   ratio_path="topology.oversubscription", lowers=tpp,
+                                   uplinks=plan.n_up, down_gbps=plan.up_gbps)
+        update: dict[str, int] = {"down_ports": agg_plan_.n_down}
+        if S is not None:
+            update["count"] = S
+        agg_down_role = topo.agg.model_copy(update=update)
         up = agg_plan_.n_up
     else:
+        reject_unused(topo.agg, "topology.agg", "with one pod the aggs are the top tier",
+                      "up_ports", "up_gbps")
         agg_down_role, up = topo.agg, 0
     rank = np.arange(T) % tpp
     aggs, agg_plan = spine_layer(
