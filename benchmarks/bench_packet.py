@@ -11,7 +11,8 @@ The event loop is compiled by numba and cached (``__pycache__``): a machine's fi
 compiles it; ``--cold`` measures that first run (an empty numba cache of its own).
 
     python benchmarks/bench_packet.py [--cc dcqcn|hpcc] [--hosts-per-tor 16] [--mb 2]
-                                      [--ack-interval 1] [--cold] [--limit-s 900]
+                                      [--ack-interval 1] [--cold] [--progress]
+                                      [--limit-s 900]
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def build(hosts_per_tor: int, seed: int = 1):
     return t, routes
 
 
-def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int) -> dict:
+def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int,
+         progress: bool = False) -> dict:
     t0 = time.perf_counter()
     topo, routes = build(hosts_per_tor)
     cfg = PacketConfig.model_validate({"cc": {"algorithm": cc},
@@ -78,11 +80,14 @@ def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int) -> dict:
     sim = topo.sim(cfg)
     for r in routes:
         sim.add_flow(r, int(mb * 1e6))
+    calls = []
+    if progress:  # what the CLI's progress bar gets: a call every 0.1-0.5 s of wall time
+        sim.progress = calls.append
     t1 = time.perf_counter()
     sim.run()
     t2 = time.perf_counter()
     return {"flows": len(routes), "nodes": len(topo.names), "build_s": t1 - t0,
-            "run_s": t2 - t1, **sim.counters()}
+            "run_s": t2 - t1, "progress_calls": len(calls), **sim.counters()}
 
 
 def main() -> None:
@@ -94,18 +99,21 @@ def main() -> None:
     ap.add_argument("--cold", action="store_true", help="compile the event loop afresh "
                     "(a machine's first run)")
     ap.add_argument("--limit-s", type=float, default=900.0)
+    ap.add_argument("--progress", action="store_true", help="with progress reports (what "
+                    "the CLI's progress bar costs)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as cache:
         if args.cold:  # the child (spawned) inherits it
             os.environ["NUMBA_CACHE_DIR"] = cache
         c = run_isolated(_run, args.cc, args.hosts_per_tor, args.mb, args.ack_interval,
-                         timeout_s=args.limit_s)
+                         args.progress, timeout_s=args.limit_s)
     if c is None:
         print(f"ran past {args.limit_s:g} s: target (< 60 s) NOT MET")
         return
+    calls = f"  ({c['progress_calls']} progress reports)" if args.progress else ""
     print(f"flows {c['flows']}  nodes {c['nodes']}  cc {args.cc}  "
           f"ACK every {args.ack_interval} packet(s)"
-          f"{'  (cold: compiling the event loop)' if args.cold else ''}")
+          f"{'  (cold: compiling the event loop)' if args.cold else ''}{calls}")
     print(f"simulated {c['time_ns'] / 1e3:.1f} us, {c['events']:,} events, "
           f"{c['delivered_bytes'] / 1e6:.1f} MB delivered, {c['qps_done']}/{c['qps']} done, "
           f"drops {c['drops']}, PFC frames {c['pfc_frames']}, CNPs {c['cnps']}")

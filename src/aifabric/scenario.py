@@ -23,32 +23,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.failover import Failure
 from aifabric.routing.traffic import TrafficPattern
+from aifabric.spec.base import StrictModel
 from aifabric.spec.load import load_spec, load_yaml, spec_from_dict
 from aifabric.spec.models import Routing, Spec
+from aifabric.spec.names import Text
 from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["Scenario", "load_scenario", "scenario_from_dict"]
 
 
-class Scenario(BaseModel):
+class Scenario(StrictModel):
     """What to run on which fabric. ``spec`` is the effective spec: the scenario's
     ``routing`` overrides are already merged into ``spec.routing``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = "scenario"
-    description: str = ""
+    name: Text = Field(default="scenario", description="a title: one line of free text")
+    description: Text = ""
     spec: Spec
     routing: Routing | None = Field(
         default=None, description="overrides of the spec's routing (only the fields given)")
     traffic: list[TrafficPattern] = Field(default_factory=list)
     failures: list[Failure] = Field(default_factory=list)
-    seed: int = Field(default=0, description="seed of the traffic patterns' random choices")
+    seed: int = Field(default=0, ge=0, le=(1 << 64) - 1,
+                      description="seed of the traffic patterns' random choices")
 
     _file: str | None = PrivateAttr(default=None)
     _base_dir: Path | None = PrivateAttr(default=None)

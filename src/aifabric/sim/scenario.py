@@ -21,10 +21,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from aifabric.scenario import Scenario
 from aifabric.sim.packet.config import PacketConfig
+from aifabric.spec.base import StrictModel
+from aifabric.spec.names import Name
 from aifabric.workload.collectives import ALGORITHMS
 
 __all__ = ["CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
@@ -49,10 +51,15 @@ def parse_bytes(v: Any) -> Any:
     return v
 
 
-Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0)]
+#: the largest size of one collective or transfer: 1 PiB
+MAX_BYTES = 1 << 50
+Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0, le=MAX_BYTES)]
+#: NCCL's channel limit (MAXCHANNELS)
+MAX_CHANNELS = 64
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
 
 
-class _Strict(BaseModel):
+class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -63,8 +70,8 @@ class _Placed(_Strict):
     gpus: GpuSel = Field(description="a count (placed by `placement`), or explicit GPUs: "
                          "indices among the fabric's active GPUs or GPU names")
     placement: Literal["pack", "spread", "random"] = "pack"
-    segments: PositiveInt | None = Field(default=None, description="spread: segments used")
-    seed: int | None = None
+    segments: Count | None = Field(default=None, description="spread: segments used")
+    seed: int | None = Field(default=None, ge=0, le=(1 << 64) - 1)
 
     @model_validator(mode="after")
     def _count(self) -> _Placed:
@@ -76,17 +83,19 @@ class _Placed(_Strict):
 class CollectiveSpec(_Placed):
     """One collective on a set of GPUs."""
 
-    name: str | None = None
+    name: Name | None = None
     op: Literal["allreduce", "reduce_scatter", "allgather", "alltoall", "broadcast", "p2p"]
     algorithm: str | None = None
     size_bytes: Bytes
-    channels: PositiveInt = 1
-    root: int = 0
-    peers: list[int] | None = Field(default=None, description="p2p: GPU i sends to peers[i] "
-                                    "(positions in this collective's GPU list)")
-    chunk_bytes: Bytes = 4 << 20
-    start_ms: float = Field(default=0.0, ge=0)
-    repeat: PositiveInt = 1
+    channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
+    root: int = Field(default=0, ge=0)
+    peers: list[Annotated[int, Field(ge=0)]] | None = Field(
+        default=None, description="p2p: GPU i sends to peers[i] (positions in this "
+        "collective's GPU list)")
+    chunk_bytes: Annotated[int, BeforeValidator(parse_bytes),
+                           Field(ge=1024, le=MAX_BYTES)] = 4 << 20
+    start_ms: float = Field(default=0.0, ge=0, le=1e9)
+    repeat: int = Field(default=1, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _algo(self) -> CollectiveSpec:
@@ -98,40 +107,42 @@ class CollectiveSpec(_Placed):
 
 
 class Parallel(_Strict):
-    dp: PositiveInt = 1
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    ep: PositiveInt = 1
+    dp: Count = 1
+    tp: Count = 1
+    pp: Count = 1
+    ep: Count = 1
 
 
 class ModelSpec(_Strict):
-    params: float = Field(default=7e9, gt=0, description="parameters")
-    layers: PositiveInt = 32
-    hidden: PositiveInt = 4096
-    seq_len: PositiveInt = 4096
-    micro_batch: PositiveInt = 1
-    bytes_per_value: PositiveInt = 2
-    moe_every: int = Field(default=0, ge=0, description="every k-th layer is MoE; 0 = dense")
-    top_k: PositiveInt = 2
+    params: float = Field(default=7e9, gt=0, le=1e15, description="parameters")
+    layers: int = Field(default=32, ge=1, le=10_000)
+    hidden: int = Field(default=4096, ge=1, le=1_000_000)
+    seq_len: int = Field(default=4096, ge=1, le=100_000_000)
+    micro_batch: int = Field(default=1, ge=1, le=100_000)
+    bytes_per_value: int = Field(default=2, ge=1, le=8)
+    moe_every: int = Field(default=0, ge=0, le=10_000, description="every k-th layer is "
+                           "MoE; 0 = dense")
+    top_k: int = Field(default=2, ge=1, le=1024)
 
 
 class Compute(_Strict):
-    fwd_ms_per_layer: float = Field(default=1.0, ge=0)
-    bwd_ms_per_layer: float | None = Field(default=None, ge=0, description="default 2 x fwd")
+    fwd_ms_per_layer: float = Field(default=1.0, ge=0, le=1e6)
+    bwd_ms_per_layer: float | None = Field(default=None, ge=0, le=1e6,
+                                           description="default 2 x fwd")
 
 
 class JobSpec(_Placed):
     """A training job: model, parallelism, placement."""
 
-    name: str | None = None
+    name: Name | None = None
     parallel: Parallel = Parallel()
     model: ModelSpec = ModelSpec()
-    micro_batches: PositiveInt = 1
+    micro_batches: int = Field(default=1, ge=1, le=100_000)
     compute: Compute = Compute()
     dp_algorithm: Literal["ring", "tree", "halving_doubling", "hierarchical"] = "ring"
-    channels: PositiveInt = 1
-    buckets: PositiveInt = 4
-    iterations: PositiveInt = 1
+    channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
+    buckets: int = Field(default=4, ge=1, le=10_000)
+    iterations: int = Field(default=1, ge=1, le=10_000)
 
 
 class SimScenario(Scenario):

@@ -211,11 +211,11 @@ def test_pinned_flows_follow_their_paths_in_every_simulator():
 
 
 def test_simulate_command_reports_the_deadlock(cli, tmp_path):
-    """`aifabric simulate deadlock-bounce.yaml --out` exits 0, prints the alarm line with
-    the cycle's ports, and writes them into report.md and packet_alarms.csv."""
+    """`aifabric simulate deadlock-bounce.yaml --out` exits 1 (an alarm), prints the alarm
+    line with the cycle's ports, and writes them into report.md and packet_alarms.csv."""
     out = tmp_path / "out"
     r = cli("simulate", BOUNCE, "--out", out)
-    assert r.code == 0, r.err
+    assert r.code == 1, r.err
     text = re.sub(r"\s+", " ", r.out)
     assert "alarm PFC deadlock" in text
     md = (out / "report.md").read_text()

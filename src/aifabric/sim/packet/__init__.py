@@ -2,9 +2,9 @@
 go-back-N, and DCQCN / HPCC / TIMELY / DCTCP congestion control (``sim: packet``).
 
 A scenario's DAG of transfers runs on the routed paths of the flow engine; the result
-has the same tables plus time series per port/queue and per QP, alarm lines (PFC storm,
-pause past the watchdog, deadlock) and plots. Small networks can be built by hand with
-:class:`Topology`.
+has the same tables plus time series per port/queue and per QP, pause ratios per port and
+priority, alarm lines (a PFC deadlock, a PFC-watchdog storm) and plots. Small networks can
+be built by hand with :class:`Topology`.
 """
 
 from aifabric.sim.packet.config import PacketConfig, packet_config_from_dict

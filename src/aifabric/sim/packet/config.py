@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from aifabric.errors import Problem, SpecError
+from aifabric.spec.base import StrictModel
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "EcnConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
@@ -20,9 +21,14 @@ __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
+#: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)
+#: switch buffers
+MAX_BUFFER = 1 << 36
+#: the largest rate (Mbit/s): 1.6 Tbit/s, beyond any port
+MAX_RATE_MBPS = 1_600_000.0
 
 
-class _Strict(BaseModel):
+class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -30,27 +36,40 @@ class BufferConfig(_Strict):
     """A switch's shared packet buffer with dynamic thresholds (DT, Choudhury-Hahne): a
     queue may grow to ``alpha`` x the free shared buffer."""
 
-    size_bytes: int = Field(default=32 << 20, gt=0, description="shared buffer per switch")
-    alpha: float = Field(default=1.0, gt=0, description="dynamic-threshold factor")
+    size_bytes: int = Field(default=32 << 20, ge=16 << 10, le=MAX_BUFFER,
+                            description="shared buffer per switch")
+    alpha: float = Field(default=1.0, ge=1 / 128, le=64, description="dynamic-threshold "
+                         "factor (Broadcom's DT: 1/128 .. 8; up to 64 for what-ifs)")
 
 
 class PfcConfig(_Strict):
     """802.1Qbb priority flow control, per ingress port and lossless priority."""
 
     enabled: bool = True
-    priorities: list[int] = Field(default=[3], description="lossless traffic classes")
-    xoff_bytes: int = Field(default=256 << 10, gt=0, description="ingress bytes of one "
-                            "port+priority that trigger a pause (XOFF); also capped by "
-                            "buffer.alpha x free shared buffer")
-    xon_bytes: int = Field(default=240 << 10, ge=0, description="resume (XON) at or below")
-    headroom_bytes: int | None = Field(default=None, gt=0, description="reserved per port "
-                                       "and lossless priority for bytes in flight after "
+    priorities: list[int] = Field(default=[3], max_length=8,
+                                  description="lossless traffic classes")
+    xoff_bytes: int = Field(default=256 << 10, ge=1, le=MAX_BUFFER, description="ingress "
+                            "bytes of one port+priority that trigger a pause (XOFF); also "
+                            "capped by buffer.alpha x free shared buffer")
+    xon_bytes: int = Field(default=240 << 10, ge=0, le=MAX_BUFFER,
+                           description="resume (XON) at or below")
+    headroom_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER, description="reserved "
+                                       "per port and lossless priority for bytes in flight after "
                                        "XOFF; default: 2 x (propagation + 1 us response) x "
                                        "rate + 2 MTU, per link")
-    watchdog_ms: float = Field(default=200.0, gt=0, description="alarm for a pause longer "
-                               "than this (the PFC-watchdog default)")
-    storm_fraction: float = Field(default=0.5, ge=0, le=1, description="alarm for a port "
-                                  "paused more than this fraction of the run")
+    watchdog_ms: float = Field(default=200.0, ge=0.001, le=60_000, description="PFC "
+                               "watchdog detection time: a queue paused continuously this "
+                               "long is a PFC storm (SONiC's default: 200 ms)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "storm_fraction" in data:
+            raise ValueError("storm_fraction is no longer a setting: a PFC storm is a queue "
+                             "paused continuously for watchdog_ms (SONiC's PFC watchdog); "
+                             "shorter pauses are reported as pause ratios; allowed: "
+                             "watchdog_ms")
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> PfcConfig:
@@ -68,8 +87,8 @@ class EcnConfig(_Strict):
     Pmax at Kmax, 1 above Kmax (queue bytes of the packet's traffic class)."""
 
     enabled: bool = True
-    kmin_bytes: int = Field(default=100_000, ge=0)
-    kmax_bytes: int = Field(default=400_000, ge=0)
+    kmin_bytes: int = Field(default=100_000, ge=0, le=MAX_BUFFER)
+    kmax_bytes: int = Field(default=400_000, ge=0, le=MAX_BUFFER)
     pmax: float = Field(default=0.2, ge=0, le=1, description="marking probability at Kmax")
 
     @model_validator(mode="after")
@@ -83,19 +102,24 @@ class EcnConfig(_Strict):
 class NicConfig(_Strict):
     """The RoCE NIC: packetization, priorities, ACKs and loss recovery (go-back-N)."""
 
-    mtu_payload_bytes: int = Field(default=4096, gt=0, le=9000, description="RDMA payload "
-                                   "per packet")
-    header_bytes: int = Field(default=62, ge=0, description="Ethernet 14 + FCS 4 + IPv4 20 "
-                              "+ UDP 8 + BTH 12 + ICRC 4")
-    wire_overhead_bytes: int = Field(default=20, ge=0, description="preamble 8 + "
+    mtu_payload_bytes: int = Field(default=4096, ge=256, le=4096, description="RDMA payload "
+                                   "per packet: RoCE's path MTU is one of 256, 512, 1024, "
+                                   "2048, 4096 (the InfiniBand MTUs; RoCE caps at 4096 "
+                                   "even on 9000-byte Ethernet); values between are "
+                                   "accepted for what-ifs (ns-3's RDMA simulator: 1000)")
+    header_bytes: int = Field(default=62, ge=0, le=256, description="Ethernet 14 + FCS 4 "
+                              "+ IPv4 20 + UDP 8 + BTH 12 + ICRC 4")
+    wire_overhead_bytes: int = Field(default=20, ge=0, le=64, description="preamble 8 + "
                                      "inter-frame gap 12")
-    ack_bytes: int = Field(default=64, gt=0, description="ACK/NAK/CNP frame")
+    ack_bytes: int = Field(default=64, ge=16, le=1500, description="ACK/NAK/CNP frame")
     dscp: int = Field(default=26, ge=0, le=63, description="DSCP of RoCE data")
     cnp_dscp: int = Field(default=48, ge=0, le=63, description="DSCP of CNPs")
     dscp_to_tc: dict[int, int] = Field(default={26: 3, 48: 6}, description="DSCP -> "
                                        "traffic class (unlisted DSCPs: TC 0)")
-    ack_interval_packets: int = Field(default=1, ge=1, description="ACK every n packets")
-    rto_us: float = Field(default=1000.0, gt=0, description="retransmission timeout")
+    ack_interval_packets: int = Field(default=1, ge=1, le=1024,
+                                      description="ACK every n packets")
+    rto_us: float = Field(default=1000.0, ge=1, le=10_000_000,
+                          description="retransmission timeout")
     start_rate: Literal["line"] = "line"
 
     @model_validator(mode="after")
@@ -109,41 +133,48 @@ class NicConfig(_Strict):
 class DcqcnParams(_Strict):
     """DCQCN with NVIDIA's parameter names and defaults (roce_rp / roce_np)."""
 
-    rpg_ai_rate: float = Field(default=5.0, gt=0, description="additive increase, Mbit/s")
-    rpg_hai_rate: float = Field(default=50.0, gt=0, description="hyper increase, Mbit/s")
-    rpg_time_reset: float = Field(default=300.0, gt=0, description="rate-increase timer, us")
-    rpg_byte_reset: int = Field(default=32767, gt=0, description="rate-increase byte "
-                                "counter, bytes")
-    rpg_threshold: int = Field(default=1, ge=1, description="increase events before "
+    rpg_ai_rate: float = Field(default=5.0, gt=0, le=MAX_RATE_MBPS,
+                               description="additive increase, Mbit/s")
+    rpg_hai_rate: float = Field(default=50.0, gt=0, le=MAX_RATE_MBPS,
+                                description="hyper increase, Mbit/s")
+    rpg_time_reset: float = Field(default=300.0, ge=1, le=1_000_000,
+                                  description="rate-increase timer, us")
+    rpg_byte_reset: int = Field(default=32767, ge=1, le=1 << 31, description="rate-increase "
+                                "byte counter, bytes")
+    rpg_threshold: int = Field(default=1, ge=1, le=31, description="increase events before "
                                "additive increase (DCQCN's F)")
     rpg_gd: int = Field(default=11, ge=1, le=20, description="log2 of the divisor of alpha "
                         "(1024 scale) in a rate cut: cut = rate x alpha / 2^rpg_gd")
     rpg_min_dec_fac: int = Field(default=50, ge=1, le=100, description="a cut keeps at "
                                  "least this percent of the rate")
-    rpg_min_rate: float = Field(default=1.0, gt=0, description="floor, Mbit/s")
-    rpg_max_rate: float = Field(default=0.0, ge=0, description="ceiling, Mbit/s (0: line)")
+    rpg_min_rate: float = Field(default=1.0, gt=0, le=MAX_RATE_MBPS,
+                                description="floor, Mbit/s")
+    rpg_max_rate: float = Field(default=0.0, ge=0, le=MAX_RATE_MBPS,
+                                description="ceiling, Mbit/s (0: line)")
     dce_tcp_g: int = Field(default=1019, ge=0, le=1024, description="alpha EWMA weight "
                            "(1024 scale): alpha = alpha x g/1024 + F x (1 - g/1024)")
-    dce_tcp_rtt: float = Field(default=1.0, gt=0, description="alpha update period, us")
+    dce_tcp_rtt: float = Field(default=1.0, ge=0.01, le=1_000_000,
+                               description="alpha update period, us")
     initial_alpha_value: int = Field(default=1023, ge=0, le=1024)
-    rate_reduce_monitor_period: float = Field(default=4.0, ge=0, description="at most one "
-                                              "cut per period, us")
+    rate_reduce_monitor_period: float = Field(default=4.0, ge=0, le=1_000_000,
+                                              description="at most one cut per period, us")
     clamp_tgt_rate: bool = Field(default=False, description="on a cut, the target rate "
                                  "becomes the current rate only if set (else: on the "
                                  "first cut after an increase)")
-    min_time_between_cnps: float = Field(default=4.0, ge=0, description="NP: at most one "
-                                         "CNP per QP per this many us")
+    min_time_between_cnps: float = Field(default=4.0, ge=0, le=1_000_000, description="NP: "
+                                         "at most one CNP per QP per this many us")
 
 
 class HpccParams(_Strict):
     """HPCC (Li et al., SIGCOMM'19): window from in-band telemetry."""
 
-    target_utilization: float = Field(default=0.95, gt=0, le=1, description="eta")
-    max_stage: int = Field(default=5, ge=0, description="additive steps before a "
+    target_utilization: float = Field(default=0.95, ge=0.01, le=1, description="eta")
+    max_stage: int = Field(default=5, ge=0, le=100, description="additive steps before a "
                            "multiplicative update")
-    ai_rate_mbps: float = Field(default=50.0, gt=0, description="W_AI as a rate")
-    base_rtt_us: float | None = Field(default=None, gt=0, description="T; default: the "
-                                      "largest unloaded RTT of the flows")
+    ai_rate_mbps: float = Field(default=50.0, gt=0, le=MAX_RATE_MBPS,
+                                description="W_AI as a rate")
+    base_rtt_us: float | None = Field(default=None, ge=0.01, le=100_000, description="T; "
+                                      "default: the largest unloaded RTT of the flows")
 
 
 class TimelyParams(_Strict):
@@ -154,12 +185,13 @@ class TimelyParams(_Strict):
     ewma_alpha: float = Field(default=0.875, gt=0, le=1, description="EWMA weight of new "
                               "RTT differences")
     beta: float = Field(default=0.8, gt=0, le=1, description="multiplicative decrease")
-    delta_mbps: float = Field(default=100.0, gt=0, description="additive step")
-    t_low_us: float = Field(default=10.0, ge=0)
-    t_high_us: float = Field(default=100.0, gt=0)
-    hai_after: int = Field(default=5, ge=1, description="negative gradients in a row "
-                           "before hyper-active increase (N x delta)")
-    min_rate_mbps: float = Field(default=100.0, gt=0)
+    delta_mbps: float = Field(default=100.0, gt=0, le=MAX_RATE_MBPS,
+                              description="additive step")
+    t_low_us: float = Field(default=10.0, ge=0, le=1_000_000)
+    t_high_us: float = Field(default=100.0, gt=0, le=1_000_000)
+    hai_after: int = Field(default=5, ge=1, le=1000, description="negative gradients in a "
+                           "row before hyper-active increase (N x delta)")
+    min_rate_mbps: float = Field(default=100.0, gt=0, le=MAX_RATE_MBPS)
 
     @model_validator(mode="after")
     def _check(self) -> TimelyParams:
@@ -173,9 +205,10 @@ class DctcpParams(_Strict):
     """DCTCP-style window control: ECN echoed in ACKs, alpha per window."""
 
     g: float = Field(default=1 / 16, gt=0, le=1, description="alpha EWMA gain")
-    init_window_bytes: int | None = Field(default=None, gt=0, description="default: one "
-                                          "bandwidth-delay product")
-    min_window_bytes: int = Field(default=4096, gt=0)
+    init_window_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER,
+                                          description="default: one bandwidth-delay "
+                                          "product")
+    min_window_bytes: int = Field(default=4096, ge=1, le=MAX_BUFFER)
 
 
 class CcConfig(_Strict):
@@ -196,12 +229,13 @@ class PacketConfig(_Strict):
     ecn: EcnConfig = EcnConfig()
     nic: NicConfig = NicConfig()
     cc: CcConfig = CcConfig()
-    sample_us: float = Field(default=10.0, gt=0, description="time-series interval")
-    until_ms: float = Field(default=1000.0, gt=0, description="stop after this much "
-                            "simulated time (unfinished transfers are reported)")
-    deadlock_check_us: float = Field(default=50.0, gt=0, description="interval of the "
-                                     "paused-cycle check")
-    seed: int = 0
+    sample_us: float = Field(default=10.0, ge=1, le=1_000_000,
+                             description="time-series interval")
+    until_ms: float = Field(default=1000.0, gt=0, le=60_000, description="stop after this "
+                            "much simulated time (unfinished transfers are reported)")
+    deadlock_check_us: float = Field(default=50.0, ge=1, le=1_000_000, description="interval "
+                                     "of the paused-cycle check")
+    seed: int = Field(default=0, ge=0, le=(1 << 64) - 1)
 
     @model_validator(mode="after")
     def _check(self) -> PacketConfig:

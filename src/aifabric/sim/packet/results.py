@@ -11,12 +11,17 @@ import numpy as np
 from aifabric.sim.packet.run import PacketRun
 from aifabric.sim.results import SimResult
 
-__all__ = ["attach_packet_results", "write_packet_plots"]
+__all__ = ["PAUSES_SHOWN", "attach_packet_results", "write_packet_plots"]
+
+#: the most paused (port, priority) rows in the summary; all of them are in the
+#: ``packet_pauses`` table
+PAUSES_SHOWN = 10
 
 
 def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> SimResult:
-    """Add the packet tables (``packet_queues``, ``packet_flows``, ``packet_alarms``) and
-    a ``packet`` summary (counters, deadlocks, alarm lines) to ``res``; returns it."""
+    """Add the packet tables (``packet_queues``, ``packet_flows``, ``packet_alarms``,
+    ``packet_pauses``) and a ``packet`` summary (counters, deadlocks, alarm lines, the
+    event estimate, pause ratios of the most paused queues) to ``res``; returns it."""
     ps = dict(run.port_series)
     arcs = ps.get("arc", np.zeros(0, dtype=np.int64))
     names = np.array([run.arc_names.get(int(a), "") for a in np.unique(arcs)], dtype=object)
@@ -30,9 +35,23 @@ def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> Si
     res.tables["packet_queues"] = ps
     res.tables["packet_flows"] = dict(run.qp_series)
     res.tables["packet_alarms"] = {"alarm": np.array(run.alarms, dtype=object)}
-    res.summary["packet"] = {**run.counters, "alarms": list(run.alarms),
-                             "deadlocks": [{"time_ns": d["time_ns"], "ports": d["ports"]}
-                                           for d in run.deadlocks]}
+    pz = run.pauses
+    if pz:
+        res.tables["packet_pauses"] = dict(pz)
+    n = len(pz.get("port", ()))
+    res.summary["packet"] = {
+        **run.counters, "alarms": list(run.alarms),
+        "deadlocks": [{"time_ns": d["time_ns"], "ports": d["ports"]} for d in run.deadlocks],
+        "estimated_events": int(run.estimate.get("events", 0)),
+        "paused_queues": n,
+        "max_pause_ratio": float(pz["pause_ratio"][0]) if n else 0.0,
+        "longest_pause_ns": float(pz["longest_pause_ns"].max()) if n else 0.0,
+        "pauses": [{"port": str(pz["port"][i]), "tc": int(pz["tc"][i]),
+                    "paused_ns": float(pz["paused_ns"][i]),
+                    "pause_ratio": float(pz["pause_ratio"][i]),
+                    "longest_pause_ns": float(pz["longest_pause_ns"][i]),
+                    "pause_frames_received": int(pz["pause_frames_received"][i])}
+                   for i in range(min(n, PAUSES_SHOWN))]}
     return res
 
 
@@ -45,6 +64,7 @@ def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
     import matplotlib.pyplot as plt
 
     out = []

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from aifabric.errors import Problem, SpecError
 from aifabric.sim.flow.engine import FlowRun, Paths
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS
@@ -25,7 +26,17 @@ from aifabric.sim.packet.sim import PacketSim
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
-__all__ = ["PacketRun", "flow_routes", "run_packet"]
+__all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "estimate_events", "flow_routes", "route_hops",
+           "run_packet"]
+
+#: the most events a packet run may be estimated at before it is refused (``--max-events``):
+#: about 2-3 minutes of the compiled loop at ~1.3 M events/s
+DEFAULT_MAX_EVENTS = 200_000_000
+#: events per data frame and (hop + 1), measured on incasts and permutations (1.28-1.41):
+#: an arrival per hop, a transmission-done per busy port, the NIC's own
+EVENTS_PER_FRAME_HOP = 1.35
+#: events per QP besides its frames: its start, retransmission timers, CC timers
+EVENTS_PER_QP = 4
 
 
 @dataclass
@@ -38,6 +49,8 @@ class PacketRun(FlowRun):
     deadlocks: list[dict[str, Any]] = field(default_factory=list)
     alarms: list[str] = field(default_factory=list)
     arc_names: dict[int, str] = field(default_factory=dict)
+    pauses: dict[str, np.ndarray] = field(default_factory=dict)
+    estimate: dict[str, float] = field(default_factory=dict)
 
 
 def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
@@ -75,14 +88,82 @@ def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
     return out
 
 
+def route_hops(f: Fabric, paths: Paths) -> np.ndarray:
+    """The arcs of each flow row's route as :func:`flow_routes` cuts it (NIC to NIC; the
+    whole path when it has no NIC, as NVLink inside a host), from the flow x arc matrix
+    alone: the row's weights on arcs between network nodes (a split row counts each
+    branch by its share). Equal to ``len`` of :func:`flow_routes` for unsplit rows,
+    without its loop over rows."""
+    src, dst, _ = f.arcs
+    kind = f.nodes.kind
+    inc = paths.incidence.tocsr()
+    a = inc.indices
+    net = (kind[src[a]] >= NodeKind.NIC) & (kind[dst[a]] >= NodeKind.NIC)
+
+    def per_row(w: np.ndarray) -> np.ndarray:
+        c = np.concatenate([[0.0], np.cumsum(w, dtype=np.float64)])
+        return c[inc.indptr[1:]] - c[inc.indptr[:-1]]
+
+    h = per_row(np.where(net, inc.data, 0.0))
+    return np.where(h > 0, h, per_row(inc.data))
+
+
+def estimate_events(dag: TransferDAG, conn_ptr: np.ndarray, xfer_conn: np.ndarray,
+                    route_len: np.ndarray, cfg: PacketConfig) -> dict[str, float]:
+    """What a packet run of ``dag`` will cost, from arrays alone (before it runs):
+    ``events`` (data frames x (hops + 1) x (1 + ACKs per frame) x
+    :data:`EVENTS_PER_FRAME_HOP`, plus :data:`EVENTS_PER_QP` per QP; every repetition of
+    a stage counted), and the ``bytes``, ``frames`` and mean ``hops`` it comes from.
+    ``route_len[r]`` is the number of arcs of flow row r (:func:`route_hops`); a transfer
+    is split evenly over its connection's rows (QPs). Retransmissions after drops are not
+    foreseen: a lossy run can take more."""
+    conn_ptr = np.asarray(conn_ptr, dtype=np.int64)
+    xc = np.asarray(xfer_conn, dtype=np.int64)
+    if dag.n_transfers == 0 or len(xc) == 0:
+        return {"events": 0.0, "bytes": 0.0, "frames": 0.0, "hops": 0.0}
+    reps = dag.repeat[dag.xfer_stage].astype(np.float64)
+    lo, hi = conn_ptr[xc], conn_ptr[xc + 1]
+    k = np.maximum(hi - lo, 1).astype(np.float64)  # QPs per transfer
+    cs = np.concatenate([[0.0], np.cumsum(np.asarray(route_len, dtype=np.float64) + 1)])
+    hop1 = (cs[hi] - cs[lo]).astype(np.float64)  # sum over its QPs of (hops + 1)
+    size = np.asarray(dag.size_bytes, dtype=np.float64)
+    per_qp = np.ceil(size / k / cfg.nic.mtu_payload_bytes)  # data frames of one QP
+    acks = 1.0 + 1.0 / cfg.nic.ack_interval_packets
+    frames = float(np.sum(reps * per_qp * k))
+    ev = float(np.sum(reps * (per_qp * hop1 * acks * EVENTS_PER_FRAME_HOP + k * EVENTS_PER_QP)))
+    return {"events": ev, "bytes": float(np.sum(reps * size)), "frames": frames,
+            "hops": float(np.sum(reps * per_qp * hop1)) / frames - 1 if frames else 0.0}
+
+
+def _refuse(est: dict[str, float], limit: float) -> SpecError:
+    return SpecError(Problem("--max-events", (
+        f"this packet run is estimated at {est['events']:.3g} events ({est['bytes']:.3g} "
+        f"bytes in {est['frames']:.3g} data frames over {est['hops']:.1f} hops on average, "
+        f"and their ACKs), above the limit of {limit:.3g} (roughly "
+        f"{est['events'] / 1.3e6 / 60:.0f} min at ~1.3 M events/s); shrink the run: smaller "
+        "size_bytes, fewer GPUs or hosts, fewer repeats or iterations, a larger "
+        "packet.nic.mtu_payload_bytes, the flow-level simulator (--sim flow), or raise "
+        "--max-events")))
+
+
 def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                cfg: PacketConfig, *, arc_group: np.ndarray | None = None, n_groups: int = 1,
-               progress: Callable[[int], None] | None = None) -> PacketRun:
+               progress: Callable[[int], None] | None = None,
+               max_events: float | None = DEFAULT_MAX_EVENTS,
+               events_progress: Callable[[int, int], None] | None = None) -> PacketRun:
     """Simulate ``dag`` packet by packet; ``xfer_conn[i]`` is the connection of transfer
-    i in ``paths``."""
+    i in ``paths``.
+
+    Before anything runs, the run's events are estimated (:func:`estimate_events`): above
+    ``max_events`` (None: no limit) it is refused with a :class:`SpecError` that says how
+    to shrink it. ``events_progress(done, estimate)`` is called once with 0 before the
+    run, then every 0.1-0.5 s of wall time while it runs (a progress bar with an ETA)."""
     from aifabric.sim.paths import arc_latency_ns
 
     src, dst, cap = f.arcs
+    est = estimate_events(dag, paths.conn_ptr, xfer_conn, route_hops(f, paths), cfg)
+    if max_events is not None and est["events"] > max_events:
+        raise _refuse(est, max_events)
     routes = flow_routes(f, paths)
     used = sorted({a for r in routes for a in r})
     kind = f.nodes.kind
@@ -109,6 +190,10 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     state = {"stages_left": S}
     ev = sim.ev
     sim.keep_running = lambda: state["stages_left"] > 0
+    if events_progress is not None:
+        total = int(est["events"])
+        events_progress(0, total)
+        sim.progress = lambda done: events_progress(done, total)
 
     def now_ns() -> float:
         return ev.now / PS_PER_NS
@@ -205,8 +290,8 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     names = f.nodes.name
     return PacketRun(
         st_start, st_end, x_start, x_end, min_gbps, bott, arc_bytes, peak, tl, tg,
-        sim.ev.count, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
+        sim.events, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
         counters=sim.counters(), deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
                                             for d in sim.deadlocks],
-        alarms=sim.alarms(),
+        alarms=sim.alarms(), pauses=sim.pauses(), estimate=est,
         arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})

@@ -1,6 +1,7 @@
 """A packet-level run: a :class:`~aifabric.sim.packet.network.Network` on its own event
 list, plus what an engineer watches — time series per port/queue and per QP, PFC
-deadlock detection, and alarms (PFC storm, pause past the watchdog, deadlock).
+deadlock detection, pause ratios per port and priority, and alarms (a PFC deadlock, a PFC
+storm as SONiC's PFC watchdog detects it).
 
 :class:`Topology` builds small networks by hand (tests, what-if studies); the scenario
 path (:func:`aifabric.sim.packet.run.run_packet`) builds one from a Fabric.
@@ -9,6 +10,7 @@ path (:func:`aifabric.sim.packet.run.run_packet`) builds one from a Fabric.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +55,12 @@ class PacketSim:
         self._cycle_prev: tuple[frozenset[int], tuple[int, ...]] | None = None
         self.stop_on_deadlock = True
         self._started = False
+        #: called now and then during :meth:`run` with the events processed so far (a
+        #: progress bar); ``None``: no call, no extra event
+        self.progress: Callable[[int], None] | None = None
+        self._ticks = 0  # progress calls: Python events that are not counted as events
+        self._tick_ps = 10 * PS_PER_US
+        self._tick_wall = 0.0
 
     # ----------------------------------------------------------------- flows
     def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
@@ -81,6 +89,9 @@ class PacketSim:
             self._started = True
             self.ev.at(self.ev.now, self._sample, None)
             self.ev.at(self.ev.now + self.check_ps, self._check, None)
+            if self.progress is not None:
+                self._tick_wall = time.perf_counter()
+                self.ev.at(self.ev.now, self._tick, None)
         limit = int((until_ns if until_ns is not None else self.cfg.until_ms * 1e6) * PS_PER_NS)
         if self.keep_running():
             self.ev.run(limit)
@@ -89,6 +100,28 @@ class PacketSim:
     @property
     def now_ns(self) -> float:
         return self.ev.now / PS_PER_NS
+
+    @property
+    def events(self) -> int:
+        """Events processed so far (the progress calls not counted: the count is the
+        same with or without a progress bar)."""
+        return self.ev.count - self._ticks
+
+    def _tick(self, _: Any) -> None:
+        """Report progress, and come back after a stretch of simulated time that takes
+        about 0.1-0.5 s of wall time (the compiled loop returns to Python for it; it
+        reads the state and changes nothing, so the run is the same with or without)."""
+        self._ticks += 1
+        assert self.progress is not None
+        self.progress(int(self.net.G[L.COUNT]))
+        wall = time.perf_counter()
+        dt, self._tick_wall = wall - self._tick_wall, wall
+        if dt < 0.1:
+            self._tick_ps = min(2 * self._tick_ps, 10_000 * PS_PER_US)
+        elif dt > 0.5:
+            self._tick_ps = max(self._tick_ps // 2, PS_PER_US)
+        if not self.ev.stopped:
+            self.ev.at(self.ev.now + self._tick_ps, self._tick, None)
 
     # ----------------------------------------------------------------- sampling
     def _sample(self, _: Any, reschedule: bool = True) -> None:
@@ -198,7 +231,7 @@ class PacketSim:
         ports = self.net.ports.values()
         qps = self.net.qps
         return {
-            "time_ns": self.now_ns, "events": self.ev.count, "qps": len(qps),
+            "time_ns": self.now_ns, "events": self.events, "qps": len(qps),
             "qps_done": sum(q.done_ps >= 0 for q in qps),
             "delivered_bytes": self.net.delivered,
             "duplicate_bytes": sum(q.dup_bytes for q in qps),
@@ -211,29 +244,48 @@ class PacketSim:
             "deadlocks": len(self.deadlocks),
         }
 
+    def pauses(self) -> dict[str, np.ndarray]:
+        """One row per (port, traffic class) that was paused by PFC at all: paused time,
+        pause ratio (paused time / run time), the longest continuous pause, pause frames
+        received, and whether it is still paused at the end; the most paused first."""
+        net = self.net
+        now = self.ev.now
+        PI, PT = net.PI, net.PT
+        tcs = np.asarray(net.tcs, dtype=np.int64)
+        sub = PT[:, :, tcs]  # port x field x tc
+        paused = sub[:, L.T_PAUSED] != 0
+        cur = np.where(paused, now - sub[:, L.T_PSINCE], 0)
+        total = sub[:, L.T_PAUSEDPS] + cur
+        longest = np.maximum(sub[:, L.T_PLONG], cur)
+        port, col = np.nonzero((total > 0) | (sub[:, L.T_PFCRX] > 0))
+        order = np.lexsort((col, port, -total[port, col]))
+        port, col = port[order], col[order]
+        names = np.array(self.names, dtype=object)
+        label = names[PI[port, L.P_SRC]] + " -> " + names[PI[port, L.P_DST]] \
+            if len(port) else np.zeros(0, dtype=object)
+        return {"port": label, "tc": tcs[col],
+                "paused_ns": total[port, col] / PS_PER_NS,
+                "pause_ratio": total[port, col] / now if now > 0 else np.zeros(len(port)),
+                "longest_pause_ns": longest[port, col] / PS_PER_NS,
+                "pause_frames_received": sub[port, L.T_PFCRX, col],
+                "paused_at_end": paused[port, col].astype(np.int64)}
+
     def alarms(self) -> list[str]:
-        """One line per alarming thing: a deadlock, a pause longer than the PFC
-        watchdog, a port paused for most of the run (a PFC storm)."""
+        """One line per alarming thing: a PFC deadlock, and a PFC storm as SONiC's PFC
+        watchdog detects it: a queue (port, priority) paused continuously for the
+        detection time ``pfc.watchdog_ms`` or longer. Shorter pauses are no alarm; they
+        are in :meth:`pauses` (paused time and pause ratio per port and priority)."""
         out = []
         for d in self.deadlocks:
             out.append(f"PFC deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of paused "
                        f"queues {' => '.join(d['ports'])}")
-        now = self.ev.now
-        wd_ps = self.cfg.pfc.watchdog_ms * 1e9
-        storm = self.cfg.pfc.storm_fraction
-        for p in self.net.ports.values():
-            for tc in p.tcs:
-                cur = now - p.pause_since[tc] if p.paused[tc] else 0
-                longest = max(p.pause_longest[tc], cur)
-                total = p.paused_ps[tc] + cur
-                name = f"{self.names[p.src]} -> {self.names[p.dst]} TC{tc}"
-                if longest > wd_ps:
-                    out.append(f"pause past the PFC watchdog: {name} paused "
-                               f"{longest / 1e9:.3f} ms (watchdog "
-                               f"{self.cfg.pfc.watchdog_ms:g} ms)")
-                if now > 0 and total > storm * now and p.pfc_rx[tc] > 0:
-                    out.append(f"PFC storm: {name} paused {100 * total / now:.0f}% of the "
-                               f"run ({p.pfc_rx[tc]} pause frames received)")
+        wd = self.cfg.pfc.watchdog_ms
+        p = self.pauses()
+        for i in np.flatnonzero(p["longest_pause_ns"] >= wd * 1e6):
+            end = ", still paused at the end" if p["paused_at_end"][i] else ""
+            out.append(f"PFC watchdog: storm on {p['port'][i]} TC{p['tc'][i]}: paused "
+                       f"continuously {p['longest_pause_ns'][i] / 1e6:.3f} ms (detection "
+                       f"time {wd:g} ms){end}")
         return out
 
 
