@@ -180,7 +180,7 @@ def test_an_unfinished_run_reports_no_time_and_says_how_far_it_got(cli, tmp_path
     from tests.conftest import EXAMPLES
 
     r = cli("simulate", str(EXAMPLES / "scenarios" / "deadlock-bounce.yaml"), "--json")
-    assert r.code == 0, r.err
+    assert r.code == 1, r.err  # finished with a deadlock: exit 1 (README: exit codes)
     s = json.loads(r.out)
     assert s["finished"] is False
     assert s["transfers_undelivered"] == s["engine"]["transfers"] > 0

@@ -30,7 +30,33 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # help text is Markdown: docstrings wrapped in the source read as flowing paragraphs
+    # (rich mode would keep every line break of the docstring)
+    rich_markup_mode="markdown",
 )
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("aifabric")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from aifabric import __version__ as v
+    typer.echo(f"aifabric {v}")
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version,
+                                 is_eager=True, help="print the version and exit"),
+) -> None:
+    del version
+
+
 app.command("plan")(_plan.plan)
 app.command("export")(_export.export)
 app.add_typer(_lab.app, name="lab")
@@ -49,4 +75,8 @@ def main() -> None:
     except SpecError as err:
         for problem in err.problems:
             err_console.print(f"error: {problem}", markup=False, soft_wrap=True)
+        sys.exit(2)
+    except MemoryError:  # last resort: the size guard's estimate was too low
+        sys.stderr.write("error: out of memory; allowed: a smaller spec or scenario (the "
+                         "size guard refuses runs over --max-memory, see docs/spec.md)\n")
         sys.exit(2)

@@ -4,20 +4,30 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+import typer
 from rich.console import Console
+from rich.text import Text
 
-from aifabric.errors import Problem, SpecError
+from aifabric.errors import SpecError
 from aifabric.spec import Spec, load_spec
 from aifabric.topology import Fabric, build_fabric
 
 # piped output (CI logs, files) gets a wide page instead of rich's 80-column default
 _width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120
-console = Console(highlight=False, width=_width)
-err_console = Console(stderr=True, highlight=False, width=_width)
+# markup and emoji off: user text (names, titles, paths) is printed as it is, never read
+# as rich markup ("[/old]" would crash, ":x:" become an emoji); styled output is built
+# from rich.text.Text (see styled())
+console = Console(highlight=False, markup=False, emoji=False, width=_width)
+err_console = Console(stderr=True, highlight=False, markup=False, emoji=False, width=_width)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Console text from parts: a plain string, or ``(text, style)`` such as
+    ``("alarm", "bold red")``; no part is read as markup."""
+    return Text.assemble(*parts)
 
 
 def load_specs(paths: Iterable[Path]) -> list[Spec]:
@@ -33,26 +43,35 @@ def load_specs(paths: Iterable[Path]) -> list[Spec]:
     return specs
 
 
+def _set_max_memory(value: str | None) -> str | None:
+    from aifabric.guard import set_limit
+
+    set_limit(value)  # None: automatic (free memory less a margin)
+    return value
+
+
+#: ``--max-memory`` of every command that builds a fabric or runs a simulation
+MAX_MEMORY = typer.Option(
+    None, "--max-memory", metavar="SIZE", callback=_set_max_memory,
+    help="refuse runs predicted to need more memory than this (8G, 512M; 0 = no limit); "
+    "default: the memory free on this machine less a margin")
+
+
 def build(spec: Spec, file: str | os.PathLike[str] | None = None) -> Fabric:
-    """Build a fabric, attributing feasibility problems to the spec's file."""
+    """Build a fabric, attributing feasibility problems to the spec's file; a fabric
+    predicted to need more memory than the limit is refused before anything is built."""
+    from aifabric.guard import check_fabric
+
     try:
+        check_fabric(spec)
         return build_fabric(spec)
     except SpecError as err:
         raise err.with_file(str(file)) if file else err from None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once: a temporary file renamed into place, so a
-    failure never leaves a partial file."""
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise SpecError(Problem("", f"folder {parent} does not exist", str(path)))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_atomic(path: Path, text: str, option: str = "--out") -> None:
+    """Write ``text`` to ``path`` all at once (see :mod:`aifabric.outputs`): a failure never
+    leaves a partial file, and a bad target is one line naming ``option``."""
+    from aifabric.outputs import write_file
+
+    write_file(path, text, option=option)

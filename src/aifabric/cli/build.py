@@ -4,8 +4,10 @@ Per switch its SONiC ``config_db.json`` and FRR ``frr.conf``, per host its NIC s
 script, NCCL topology XML and environment, fabric-wide the cabling, address and ASN
 plans, the bill of materials and the low-level design. The folder is written to a
 temporary place and moved into ``DIR`` at the end, so bad input writes nothing.
-``--validate`` then checks every config_db.json against SONiC's YANG models (yanglint)
-and every frr.conf with FRR (vtysh dry run).
+``--validate`` checks every config_db.json against SONiC's YANG models (yanglint, models
+named by ``AIFABRIC_SONIC_YANG``) and every frr.conf with FRR (vtysh dry run) before
+anything is written: a missing tool or models folder is one line and exit 2, an invalid
+config exit 1, and in both cases ``DIR`` is left as it was.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from aifabric.cli._common import build, console, err_console, load_specs
+from aifabric.cli._common import MAX_MEMORY, build, console, err_console, load_specs
 from aifabric.configs import BuildContext, write_build
 from aifabric.configs.build import n_files
 from aifabric.errors import Problem, SpecError
@@ -31,9 +33,16 @@ def build_cmd(
     out: Path = typer.Option(..., "--out", "-o", help="output folder (replaced if it holds "
                              "a previous build)"),
     validate: bool = typer.Option(False, "--validate", help="validate the switch configs "
-                                  "with yanglint (SONiC YANG) and FRR afterwards"),
+                                  "with yanglint (SONiC YANG models in $AIFABRIC_SONIC_YANG) "
+                                  "and FRR first; write nothing if any is invalid"),
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Generate switch, NIC and NCCL configs, cabling/address plans, BOM and LLD."""
+    if validate:
+        _check_tools()
+    from aifabric.outputs import BUILD, check_target
+
+    check_target(out, option="--out", folder=True, **BUILD)  # before any work
     (s,) = load_specs([spec])
     fabric = build(s, spec)
     t0 = time.perf_counter()
@@ -41,8 +50,10 @@ def build_cmd(
         ctx = BuildContext.of(fabric)
     except SpecError as err:
         raise err.with_file(str(spec)) from None
+    if validate:
+        _validate(out, ctx)
     total = n_files(fabric)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True,
                   disable=total <= PROGRESS_DEVICES) as bar:
         task = bar.add_task(f"building {s.name}", total=total)
@@ -60,25 +71,42 @@ def build_cmd(
                   f"loopbacks {sw:,}   point-to-point /31s {len(ctx.plan.p2p):,}   "
                   f"NIC /32s {len(set(fabric.nodes.ip[fabric.ids(NodeKind.NIC)].tolist())):,}"
                   f"   QoS {s.deploy.qos.mode}")
-    if validate:
-        _validate(out, ctx)
+
+
+def _check_tools() -> None:
+    """One line naming exactly what ``--validate`` lacks (exit 2), before any work."""
+    import shutil
+
+    from aifabric.configs.yang import models_problem
+
+    problem = models_problem()
+    if problem is None and shutil.which("vtysh") is None:
+        problem = "vtysh not found on PATH; install FRR (Debian/Ubuntu package frr)"
+    if problem is not None:
+        raise SpecError(Problem("--validate", problem))
 
 
 def _validate(out: Path, ctx: BuildContext) -> None:
+    """Validate the switch configs as they will be written, before writing anything:
+    on any failure print each and exit 1, leaving ``out`` as it was."""
     import json
 
+    from aifabric.configs.build import config_db_json
+    from aifabric.configs.frr import render_frr
     from aifabric.configs.frrcheck import validate_frr_confs
+    from aifabric.configs.sonic import render_config_db
     from aifabric.configs.yang import validate_config_dbs
 
-    names = [str(ctx.fabric.nodes.name[n]) for n in ctx.plan.switches.tolist()]
+    switches = ctx.plan.switches.tolist()
+    names = [str(ctx.fabric.nodes.name[n]) for n in switches]
     try:
-        dbs = [(n, json.loads((out / "switches" / n / "config_db.json").read_text()))
-               for n in names]
+        dbs = [(name, json.loads(config_db_json(render_config_db(ctx.switches, n))))
+               for name, n in zip(names, switches, strict=True)]
         yang = validate_config_dbs(dbs)
-        frr = validate_frr_confs([(n, (out / "switches" / n / "frr.conf").read_text())
-                                  for n in names])
+        frr = validate_frr_confs([(name, render_frr(ctx.switches, n))
+                                  for name, n in zip(names, switches, strict=True)])
     except FileNotFoundError as exc:
-        raise SpecError(Problem("--validate", f"{exc}; install libyang2-tools and frr")) from None
+        raise SpecError(Problem("--validate", str(exc))) from None
     for label, msg in yang:
         err_console.print(f"config_db.json {label}: {msg}", markup=False, soft_wrap=True)
     for label, msg in frr:
@@ -87,4 +115,6 @@ def _validate(out: Path, ctx: BuildContext) -> None:
                   f"{len(yang)} invalid; {len(names):,} frr.conf with FRR: "
                   f"{len({m[0] for m in frr})} rejected")
     if yang or frr:
+        err_console.print(f"nothing written: {out} is left as it was", markup=False,
+                          soft_wrap=True)
         raise typer.Exit(1)

@@ -18,13 +18,19 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from aifabric.cli._common import build, console, err_console, load_specs, write_atomic
+from aifabric.cli._common import MAX_MEMORY, build, console, err_console, load_specs, write_atomic
 from aifabric.configs import BuildContext
 from aifabric.configs.build import SPEC_FILE
 from aifabric.configs.check import compare, expected_inventory, parse_inventory
 from aifabric.errors import Problem, SpecError
+from aifabric.spec.load import (
+    DuplicateKeyError,
+    FastStrictLoader,
+    json_no_duplicates,
+    yaml_error,
+)
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = FastStrictLoader  # libyaml's parser; a key twice in a mapping is an error
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 PROGRESS_DEVICES = 500
 
@@ -37,18 +43,17 @@ def _read_inventory(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".json":  # large inventories: JSON parses ~50x faster than YAML
             try:
-                return json.loads(text)
+                return json.loads(text, object_pairs_hook=json_no_duplicates)
             except json.JSONDecodeError as exc:
                 raise SpecError(Problem("", f"invalid JSON: line {exc.lineno}, column "
                                         f"{exc.colno}: {exc.msg}", name)) from None
+            except DuplicateKeyError as exc:
+                raise SpecError(Problem("", f"invalid JSON: {exc}", name)) from None
         return yaml.load(text, Loader=_Loader)
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(Problem("", f"cannot read: {exc}", name)) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(Problem("", f"invalid YAML/JSON: {where}{reason}", name)) from None
+        raise SpecError(Problem("", yaml_error(exc, "YAML/JSON"), name)) from None
 
 
 def check_cmd(
@@ -61,8 +66,13 @@ def check_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the deviations as JSON"),
     template: Path | None = typer.Option(None, "--template", help="write the planned facts "
                                          "(inventory shape; .json or .yaml) and exit"),
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Compare collected facts with the plan; exit 1 when anything deviates."""
+    if template is not None:  # a bad --template fails before any work
+        from aifabric.outputs import check_target
+
+        check_target(template, option="--template", folder=False)
     spec_file = build_dir / SPEC_FILE
     if not spec_file.is_file():
         raise SpecError(Problem("", f"not an aifabric build folder (no {SPEC_FILE}); allowed: "
@@ -77,7 +87,7 @@ def check_cmd(
     if template is not None:
         text = (json.dumps(expected, indent=1) + "\n" if template.suffix == ".json"
                 else yaml.dump(expected, Dumper=_Dumper, sort_keys=False))
-        write_atomic(template, text)
+        write_atomic(template, text, option="--template")
         console.print(f"wrote {template}: planned facts of {len(expected['hosts']):,} hosts "
                       f"and {len(expected['switches']):,} switches")
         return
@@ -86,7 +96,7 @@ def check_cmd(
                                 "collected facts (see --template)"))
     inv = parse_inventory(_read_inventory(inventory), str(inventory), ctx)
     total = len(expected["hosts"]) + len(expected["switches"])
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   console=err_console, transient=True,
                   disable=total <= PROGRESS_DEVICES) as bar:
         task = bar.add_task("checking", total=total)

@@ -9,10 +9,16 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import console
-from aifabric.cli.simulate import _jsonable, load_and_run
+from aifabric.cli._common import MAX_MEMORY, console, styled
+from aifabric.cli.simulate import (
+    MAX_EVENTS,
+    _jsonable,
+    check_max_events,
+    exit_on_attention,
+    load_and_run,
+)
 from aifabric.errors import Problem, SpecError
-from aifabric.report.markdown import comparison_rows
+from aifabric.report.markdown import comparison_notice, comparison_rows
 
 __all__ = ["compare"]
 
@@ -25,6 +31,8 @@ def compare(
     fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
     sim: str | None = typer.Option(None, "--sim", help="run every scenario on this "
                                    "simulator: flow, analytic or packet"),
+    max_memory: str | None = MAX_MEMORY,
+    max_events: float = MAX_EVENTS,
 ) -> None:
     """Simulate several scenarios and put their results side by side."""
     if len(scenarios) < 2:
@@ -32,10 +40,15 @@ def compare(
     if sim is not None and sim not in ("flow", "analytic", "packet"):
         raise SpecError(Problem("--sim", f"unknown simulator {sim!r}; allowed: flow, "
                                 "analytic, packet"))
+    if out is not None:  # a bad --out fails before the runs, not after
+        from aifabric.outputs import REPORT, check_target
+
+        check_target(out, option="--out", folder=True, **REPORT)
+    limit = check_max_events(max_events)
     results, problems = [], []
     for p in scenarios:
         try:
-            results.append(load_and_run(p, sim))
+            results.append(load_and_run(p, sim, limit))
         except SpecError as err:
             problems.extend(err.problems)
     if problems:
@@ -47,6 +60,7 @@ def compare(
             r.scenario for r in results))
     if as_json:
         typer.echo(json.dumps(_jsonable([r.summary for r in results]), indent=2))
+        exit_on_attention(results)
         return
     t = Table(title="side by side (difference: last vs first)", title_justify="left")
     t.add_column("metric")
@@ -59,7 +73,11 @@ def compare(
         if diff not in ("-", "+0.0%", "-0.0%"):
             better = diff.startswith("-") == lower_better
             color = "green" if better else "red"
-        t.add_row(label, *vals, f"[{color}]{diff}[/]" if color else diff)
+        t.add_row(label, *vals, styled((diff, color)) if color else diff)
     console.print(t)
+    note = comparison_notice(results)
+    if note:
+        console.print(note, markup=False)
     if out is not None:
         console.print(f"wrote {report}")
+    exit_on_attention(results)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import console, err_console
+from aifabric.cli._common import MAX_MEMORY, console, err_console, styled
 
 __all__ = ["demo"]
 
@@ -16,12 +16,16 @@ __all__ = ["demo"]
 def demo(
     out: Path = typer.Option(Path("demo-report"), "--out", "-o",
                              help="folder for the report (tables, plots, Markdown)"),
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Single-plane vs dual-plane, ECMP vs chosen source ports, 4 concurrent AllReduce jobs
     on 512 GPUs, packing a job into few segments: the HPN paper's experiments reproduced
     on the example fabrics, written to a report."""
+    from aifabric.outputs import REPORT, check_target
     from aifabric.report import write_report
     from aifabric.sim.hpn_demo import run_demo
+
+    check_target(out, option="--out", folder=True, **REPORT)  # before the runs, not after
 
     t0 = time.perf_counter()
     with err_console.status("simulating") as status:
@@ -32,7 +36,7 @@ def demo(
     for f in findings:
         same = (f.ours > 0) == (f.paper > 0)
         t.add_row(f.title, f.metric, f"{f.ours:+.1f}%", f"{f.paper:+.1f}%",
-                  "[green]same[/]" if same else "[red]opposite[/]")
+                  styled(("same", "green")) if same else styled(("opposite", "red")))
     console.print(t)
     for f in findings:
         console.print(f"- {f.note}")
@@ -42,6 +46,9 @@ def demo(
     report = write_report(results, out, title="aifabric demo: HPN on the model",
                           preamble=pre)
     console.print(f"wrote {report} in {time.perf_counter() - t0:.1f} s")
+    from aifabric.cli.simulate import exit_on_attention
+
+    exit_on_attention(results)
 
 
 def _table_md(findings) -> str:

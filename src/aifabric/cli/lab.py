@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import console, err_console
+from aifabric.cli._common import MAX_MEMORY, console, err_console, styled
 
 app = typer.Typer(name="lab", help="Prove a design on real FRR daemons in network namespaces "
                   "(needs root and FRR).", no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, rich_markup_mode="markdown")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,6 +41,12 @@ def _lab_errors(fn: F) -> F:
             err_console.print(f"error: lab: {err}", markup=False, soft_wrap=True)
             raise typer.Exit(2) from None
     return wrapper  # type: ignore[return-value]
+
+
+def _more(items: Any, shown: int, what: str) -> None:
+    """Say how many of ``items`` a list cut at ``shown`` lines left out."""
+    if len(items) > shown:
+        console.print(f"  {shown} of {len(items):,} {what} shown", markup=False)
 
 
 def _nexthops(lab: Any, sw: str, group: Any) -> str:
@@ -75,6 +81,7 @@ def up_cmd(
     scale: str = typer.Option("small", "--scale", help="small, medium, or counts like "
                               "hosts=2,rails=2,segments=2,pods=1,uplinks=2,backup=1"),
     lab_dir: Path | None = DIR_OPT,
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Build the scaled-down copy and start FRR in every switch."""
     import time
@@ -174,15 +181,19 @@ def test_cmd(
     console.print(f"settled in {r.converged_s:.1f} s")
     for sw, peer, state in r.sessions_bad[:10]:
         console.print(f"  session {sw} -> {peer}: {state}")
+    _more(r.sessions_bad, 10, "sessions down")
     for sw, ip, got, want in r.group_diffs[:10]:
         console.print(f"  {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
                       f"[{_nexthops(lab, sw, want)}]", markup=False)
+    _more(r.group_diffs, 10, "ECMP groups that differ")
     for src, dst, replied in r.reach_wrong[:10]:
         console.print(f"  {src} -> {dst}: {'replied' if replied else 'no reply'}, model says "
                       f"{'no' if replied else 'yes'}")
+    _more(r.reach_wrong, 10, "probes against the model")
     for src, dst, h, (lo, hi) in r.hops_wrong[:10]:
         console.print(f"  {src} -> {dst}: {h} hops back, plan {lo}" + (f"-{hi}" if hi != lo
                                                                         else ""))
+    _more(r.hops_wrong, 10, "wrong hop counts")
     console.print("PASS" if r.ok else "FAIL")
     if not r.ok:
         raise typer.Exit(1)
@@ -201,7 +212,7 @@ def fail_cmd(
 
     lab = load_lab(lab_dir)
     preflight()
-    with console.status(f"failing {target}"):
+    with console.status(styled(f"failing {target}")):
         res = fail(lab, target, timeout_s=timeout)
     console.print(f"{target} down: {res.links_down} link(s)")
     console.print("  routes converged (kernel ECMP groups = model): "
@@ -221,22 +232,42 @@ def fail_cmd(
         table.add_row(sw, ip, _nexthops(lab, sw, before), _nexthops(lab, sw, after))
     if res.moved:
         console.print(table)
-    if len(res.moved) > 40:
-        console.print(f"  ... and {len(res.moved) - 40} more")
+    _more(res.moved, 40, "routes that moved")
     for sw, ip, got, want in res.mismatches[:10]:
         console.print(f"  differs: {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
                       f"[{_nexthops(lab, sw, want)}]", markup=False)
+    _more(res.mismatches, 10, "ECMP groups that differ")
     if res.routes_s is None or res.traffic_s is None:
         raise typer.Exit(1)
+
+
+def _lab_present(d: Path) -> bool:
+    """Whether anything of a lab kept in ``d`` is left: its state file, FRR pid files or
+    namespaces with its prefix. Only looks (files and ``ip netns list``): no root needed."""
+    import shutil
+
+    from aifabric.lab import lab_namespaces, lab_prefix
+    from aifabric.lab.core import STATE
+    from aifabric.lab.daemons import daemon_pids
+
+    if (d / STATE).is_file() or daemon_pids(d):
+        return True
+    return shutil.which("ip") is not None and bool(lab_namespaces(lab_prefix(d)))
 
 
 @app.command("down")
 @_lab_errors
 def down_cmd(lab_dir: Path | None = DIR_OPT) -> None:
-    """Remove every namespace, veth and FRR process the lab made (and nothing else)."""
+    """Remove every namespace, veth and FRR process the lab made (and nothing else).
+
+    With no lab up in the folder it says so and exits 0 (it only looks: no root needed).
+    """
     from aifabric.lab import default_dir, down
 
-    d = lab_dir or default_dir()
+    d = Path(lab_dir or default_dir()).absolute()
+    if not _lab_present(d):
+        console.print(f"lab down: no lab is up in {d}; nothing to take down", markup=False)
+        return
     gone = down(d)
     console.print(f"lab down: stopped {gone['daemons']} FRR daemons, removed "
                   f"{gone['namespaces']} namespaces and their veth pairs ({d})")

@@ -9,11 +9,12 @@ from typing import Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
-from aifabric.cli._common import build, console, load_specs, write_atomic
+from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, styled, write_atomic
 from aifabric.errors import Problem, SpecError
 from aifabric.plan import PAIR_KINDS, plan_fabric
-from aifabric.plan.propose import propose
+from aifabric.plan.propose import RANK_RULE, propose, ranked
 from aifabric.spec import dump_spec
 
 
@@ -33,9 +34,9 @@ def _hops(h: dict[str, Any] | None) -> str:
 
 
 def _render(p: dict[str, Any]) -> None:
-    console.print(f"[bold]{p['name']}[/bold] — {p['family']}: {p['tiers']} switch tiers, "
-                  f"{p['pods']} pod(s), {p['segments']} segments, {p['planes']} plane(s), "
-                  f"{p['rails']} rails")
+    console.print(styled((p["name"], "bold"), f" — {p['family']}: {p['tiers']} switch tiers, "
+                         f"{p['pods']} pod(s), {p['segments']} segments, {p['planes']} "
+                         f"plane(s), {p['rails']} rails"))
     console.print(f"  GPUs {p['gpus']:,} (+{p['backup_gpus']:,} backup)   hosts {p['hosts']:,} "
                   f"(+{p['backup_hosts']:,} backup)   NIC ports {p['nic_ports']:,}   "
                   f"scale-out {p['scaleout_gbps_per_gpu']:g} Gb/s per GPU")
@@ -103,8 +104,17 @@ def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
     return t
 
 
+#: columns of the candidates table; oversub lists each tier's ratio (tor / agg / core)
+_CANDIDATE_COLUMNS = ("rank", "design", "tiers", "tor", "agg", "core", "switches", "optics",
+                      "oversub", "backup servers")
+
+
 def _propose(gpus: int, nic_gbps: int, switch_ports: int, switch_gbps: int,
              gpus_per_host: int, nics_per_host: int, as_json: bool, write: Path | None) -> None:
+    if write is not None:  # a bad --write fails before the search, not after
+        from aifabric.outputs import check_target
+
+        check_target(write, option="--write", folder=False)
     cands, best = propose(gpus=gpus, nic_gbps=nic_gbps, switch_ports=switch_ports,
                           switch_gbps=switch_gbps, gpus_per_host=gpus_per_host,
                           nics_per_host=nics_per_host)
@@ -114,30 +124,41 @@ def _propose(gpus: int, nic_gbps: int, switch_ports: int, switch_gbps: int,
                                  f"{c.reason}") for c in cands])
     assert best.spec is not None
     if write is not None:
-        write_atomic(write, dump_spec(best.spec))
+        write_atomic(write, dump_spec(best.spec), option="--write")
+    order = ranked(cands)
     if as_json:
-        out = {"candidates": [{"design": c.label, "fits": c.fits, "reason": c.reason or None,
-                               "plan": c.plan} for c in cands],
+        out = {"rank_rule": RANK_RULE,
+               "candidates": [{"rank": i + 1 if c.fits else None, "design": c.label,
+                               "family": c.spec.topology.family if c.spec else None,
+                               "tiers": c.tiers, "fits": c.fits, "reason": c.reason or None,
+                               "oversubscription": c.oversubscription if c.fits else None,
+                               "backup_hosts": c.plan["backup_hosts"] if c.plan else None,
+                               "plan": c.plan} for i, c in enumerate(order)],
                "chosen": best.label, "spec": json.loads(best.spec.model_dump_json())}
         typer.echo(json.dumps(out, indent=2))
         return
     t = Table(title=f"candidate designs for {gpus:,} GPUs, {nic_gbps}G NICs, "
               f"{switch_ports} x {switch_gbps}G switches", title_justify="left")
-    for col in ("design", "tiers", "tor", "agg", "core", "switches", "optics", "oversub"):
+    for col in _CANDIDATE_COLUMNS:
         t.add_column(col, justify="left" if col == "design" else "right")
-    for c in cands:
-        mark = " [bold green]<- chosen[/]" if c is best else ""
+    for i, c in enumerate(order):
         if not c.fits:
-            t.add_row(c.label, "[red]does not fit[/]: " + c.reason, *[""] * 6)
             continue
         p = c.plan
         assert p is not None
-        t.add_row(c.label + mark, str(p["tiers"]), f"{p['switches']['tor']:,}",
-                  f"{p['switches']['agg']:,}", f"{p['switches']['core']:,}",
-                  f"{p['switches']['total']:,}", f"{p['cabling'].get('transceivers', 0):,}",
-                  _ratio(p["oversubscription"].get("tor")))
+        over = " / ".join(_ratio(p["oversubscription"][k]) for k in ("tor", "agg", "core")
+                          if k in p["oversubscription"]) or "-"
+        t.add_row(Text(str(i + 1)), Text(c.design), Text(str(p["tiers"])),
+                  Text(f"{p['switches']['tor']:,}"), Text(f"{p['switches']['agg']:,}"),
+                  Text(f"{p['switches']['core']:,}"), Text(f"{p['switches']['total']:,}"),
+                  Text(f"{p['cabling'].get('transceivers', 0):,}"), Text(over),
+                  Text(f"{p['backup_hosts']:,}"), style="bold green" if c is best else None)
     console.print(t)
-    console.print(f"chosen: [bold]{best.label}[/] (fewest tiers, then fewest switches)")
+    for c in order:
+        if not c.fits:
+            console.print(styled(f"{c.design}: ", ("does not fit", "red"), f": {c.reason}"))
+    console.print(styled("chosen (rank 1): ", (best.label, "bold")))
+    console.print(styled(f"ranked by: {RANK_RULE}"))
     if write is not None:
         console.print(f"wrote {write}")
 
@@ -156,6 +177,7 @@ def plan(
     write: Path | None = typer.Option(None, "--write", help="write the chosen design's spec"),
     bisection: bool = typer.Option(True, "--bisection/--no-bisection",
                                    help="compute bisection bandwidth (a max-flow)"),
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """The design of a fabric: counts per tier, links, optics, oversubscription,
     bisection bandwidth and hops between GPUs."""

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, get_args
 
@@ -13,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import build, console
+from aifabric.cli._common import MAX_MEMORY, build, console, styled
 from aifabric.errors import Problem, SpecError
 from aifabric.routing import failed_links, failure_impact, route, route_stats
 from aifabric.routing.failover import compare_routes
@@ -29,8 +26,13 @@ __all__ = ["route_cmd", "run_scenario"]
 
 def run_scenario(sc: Scenario, fabric: Fabric) -> tuple[Routed, dict[str, Any]]:
     """Route a scenario's traffic (with its failures); the report as a JSON-ready dict."""
+    from aifabric.guard import check_traffic, fabric_bytes
+
     file = sc.file
     try:
+        check_traffic(sc.traffic, len(fabric.ids(NodeKind.GPU, active_only=True)),
+                      sc.policy.qps_per_connection, sc.base_dir,
+                      fabric_bytes=fabric_bytes(fabric))
         flows, pinned = build_traffic(fabric, sc.traffic, seed=sc.seed, base_dir=sc.base_dir)
         down = failed_links(fabric, sc.failures, file=file)
     except SpecError as err:
@@ -63,10 +65,11 @@ def _mib(x: float) -> str:
 
 def _render(rep: dict[str, Any]) -> None:
     s, pol = rep["stats"], rep["policy"]
-    console.print(f"[bold]{rep['scenario']}[/bold] — fabric {rep['fabric']} ({rep['family']}), "
-                  f"policy {pol['policy']} ({pol['hash']}, seed {pol['seed']} "
-                  f"{pol['seed_mode']}, {pol['selection']}), "
-                  f"{pol['qps_per_connection']} QP(s) per connection by default")
+    console.print(styled((rep["scenario"], "bold"),
+                         f" — fabric {rep['fabric']} ({rep['family']}), "
+                         f"policy {pol['policy']} ({pol['hash']}, seed {pol['seed']} "
+                         f"{pol['seed_mode']}, {pol['selection']}), "
+                         f"{pol['qps_per_connection']} QP(s) per connection by default"))
     console.print(f"  flows {s['flows']:,} ({s['connections']:,} connections, "
                   f"{s['bytes'] / 2**30:,.2f} GiB)   network {s['network_flows']:,}   "
                   f"NVLink only {s['nvlink_only_flows']:,}   unreachable "
@@ -108,8 +111,10 @@ def _render(rep: dict[str, Any]) -> None:
                       f"unreachable {im['hosts_unreachable']:,}")
         console.print(f"  host scale-out bandwidth lost: {lost}")
         if im["unreachable_hosts"]:
+            n_un = len(im["unreachable_hosts"])
             console.print(f"  unreachable hosts: {', '.join(im['unreachable_hosts'])}"
-                          + (" ..." if im["hosts_unreachable"] > 20 else ""))
+                          + (f" ({n_un} of {im['hosts_unreachable']:,} shown)"
+                             if im["hosts_unreachable"] > n_un else ""))
         console.print(f"  flows: moved to the other NIC port {fl['moved_port']:,}, rerouted "
                       f"in the network {fl['rerouted']:,}, unreachable "
                       f"{fl['unreachable']:,} (newly {fl['newly_unreachable']:,})")
@@ -217,6 +222,7 @@ def _histogram(routed: Routed, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
     import matplotlib.pyplot as plt
 
     by = routed.arc_bytes()
@@ -245,27 +251,17 @@ def _histogram(routed: Routed, path: Path) -> None:
 
 
 def _write_out(out: Path, routed: Routed, report: dict[str, Any], fmt: str) -> list[str]:
-    """Build every output in a temporary folder, then move them into ``out`` at once."""
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise SpecError(Problem("--out", f"folder {parent} does not exist"))
-    if out.exists() and not out.is_dir():
-        raise SpecError(Problem("--out", f"{out} is a file; allowed: a folder"))
+    """Build every output in a temporary folder, then move it into ``out`` at once
+    (:func:`aifabric.outputs.atomic_folder`)."""
+    from aifabric.outputs import ROUTE, atomic_folder
+
     ext = "parquet" if fmt == "parquet" else "csv"
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
-    try:
-        names = [f"links.{ext}", f"flows.{ext}", "link_load_hist.png", "report.json"]
+    names = [f"links.{ext}", f"flows.{ext}", "link_load_hist.png", "report.json"]
+    with atomic_folder(out, option="--out", **ROUTE) as tmp:
         _write_table(link_table(routed), tmp / names[0], fmt)
         _write_table(flow_table(routed), tmp / names[1], fmt)
         _histogram(routed, tmp / names[2])
         (tmp / names[3]).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        if not out.exists():
-            os.replace(tmp, out)
-        else:
-            for nm in names:
-                os.replace(tmp / nm, out / nm)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return names
 
 
@@ -282,6 +278,7 @@ def route_cmd(
     fmt: str = typer.Option("csv", "--format", help="table format under --out: csv or parquet"),
     policy: str | None = typer.Option(None, "--policy",
                                       help="override the scenario's routing policy"),
+    max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Where the flows of a scenario go: per-tier link loads, idle uplinks, the most
     loaded link, dual-ToR port balance, failover."""
@@ -291,8 +288,13 @@ def route_cmd(
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise SpecError(Problem("--format", "parquet needs pyarrow (pip install pyarrow); "
-                                    "allowed: csv")) from None
+            raise SpecError(Problem("--format", "parquet needs pyarrow, which is an extra: "
+                                    "pip install -e '.[parquet]' (or pip install "
+                                    "'aifabric[parquet]'); allowed without it: csv")) from None
+    if out is not None:  # a bad --out fails before routing, not after
+        from aifabric.outputs import ROUTE, check_target
+
+        check_target(out, option="--out", folder=True, **ROUTE)
     sc = load_scenario(scenario)
     if policy is not None:
         allowed = get_args(Routing.model_fields["policy"].annotation)

@@ -10,10 +10,17 @@ from typing import Any
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-from aifabric.cli._common import build, console, err_console
+from aifabric.cli._common import MAX_MEMORY, build, console, err_console, styled
 from aifabric.errors import SpecError
 from aifabric.report.markdown import fmt_ms, fmt_num
 from aifabric.scenario import load_scenario
@@ -21,7 +28,7 @@ from aifabric.sim.results import SimResult
 from aifabric.sim.run import compile_workload, simulate
 from aifabric.sim.scenario import SimScenario
 
-__all__ = ["load_and_run", "print_result", "simulate_cmd"]
+__all__ = ["exit_on_attention", "load_and_run", "print_result", "simulate_cmd"]
 
 
 @contextmanager
@@ -30,54 +37,128 @@ def _progress(total: int, label: str):
     if total < 200 or not err_console.is_terminal:
         yield None
         return
-    with Progress("[progress.description]{task.description}", BarColumn(),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                   MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
                   transient=True) as prog:
         task = prog.add_task(label, total=total)
         yield lambda k: prog.advance(task, k)
 
 
-def load_and_run(path: Path, sim: str | None = None) -> SimResult:
-    """Load a scenario file, build its fabric, simulate it (problems name the file)."""
+#: a packet run estimated at this many events (a few seconds) or more shows a progress bar
+EVENTS_BAR = 3_000_000
+#: ``--max-events`` of ``simulate`` and ``compare``
+MAX_EVENTS = typer.Option(
+    2e8, "--max-events", metavar="N", show_default=False, help="sim packet: refuse a run "
+    "estimated at more events than this (default 2e8: about 2-3 minutes; 0 = no limit)")
+
+
+def check_max_events(max_events: float) -> float | None:
+    """``--max-events`` as the simulator takes it (None: no limit)."""
+    from aifabric.errors import Problem
+
+    if not max_events >= 0 or max_events == float("inf"):
+        raise SpecError(Problem("--max-events", f"got {max_events:g}; allowed: a number of "
+                                "events >= 0 (0: no limit)"))
+    return float(max_events) if max_events > 0 else None
+
+
+@contextmanager
+def _event_progress(label: str):
+    """A progress bar over a packet run's estimated events, with an ETA, on stderr: shown
+    once the run is estimated at :data:`EVENTS_BAR` events or more (a few seconds)."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    state: dict[str, Any] = {}
+
+    def update(done: int, estimate: int) -> None:
+        if "prog" not in state:
+            if estimate < EVENTS_BAR:
+                state["prog"] = None
+                return
+            prog = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                            "{task.percentage:>3.0f}%",
+                            "{task.completed:,.0f} of ~{task.total:,.0f} events",
+                            TimeElapsedColumn(), "ETA", TimeRemainingColumn(),
+                            console=err_console, transient=True)
+            prog.start()
+            state["prog"], state["task"] = prog, prog.add_task(label, total=estimate)
+        if state["prog"] is not None:  # past the estimate (drops): the total moves on
+            if done > state.setdefault("total", estimate):
+                state["total"] = int(done * 1.05)
+            state["prog"].update(state["task"], completed=done, total=state["total"])
+
+    try:
+        yield update
+    finally:
+        if state.get("prog") is not None:
+            state["prog"].stop()
+
+
+def load_and_run(path: Path, sim: str | None = None,
+                 max_events: float | None = 2e8) -> SimResult:
+    """Load a scenario file, build its fabric, simulate it (problems name the file);
+    a packet run estimated above ``max_events`` events (None: no limit) is refused."""
     scn = load_scenario(path, SimScenario)
     if sim is not None:
         scn = scn.model_copy(update={"sim": sim})
     fabric = build(scn.spec, scn.spec_file or path)
     try:
         wl = compile_workload(scn, fabric)
-        with _progress(wl.dag.n_stages, f"simulating {scn.name}") as prog:
+        label = f"simulating {scn.name}"
+        if scn.sim == "packet":
+            with _event_progress(label) as evp:
+                return simulate(scn, fabric, workload=wl, events_progress=evp,
+                                max_events=float("inf") if max_events is None else max_events)
+        with _progress(wl.dag.n_stages, label) as prog:
             return simulate(scn, fabric, progress=prog, workload=wl)
     except SpecError as err:
         raise err.with_file(str(path)) from None
+
+
+#: rows of the console's collective table (the rest: collectives.csv)
+COLLECTIVE_ROWS = 20
 
 
 def _ms(ns: float) -> str:
     return fmt_ms(ns, unit="")
 
 
-def print_result(r: SimResult) -> None:
-    """The headline tables of one result."""
+def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> None:
+    """The headline tables of one result; a table cut short says how much it shows and
+    where the rest is (the tables ``--out`` writes: ``out``, in format ``fmt``)."""
+    from aifabric.report.markdown import shown_notice
+
+    def where(stem: str) -> str:
+        return f"{out / stem}.{fmt}" if out is not None else f"{stem}.csv (written by --out)"
+
     s = r.summary
     rt = s.get("routing", {})
-    console.print(f"[bold]{r.scenario}[/bold] on {r.fabric} — sim {r.sim}, routing "
-                  f"{rt.get('policy')} ({rt.get('qps_per_connection')} QP/conn, "
-                  f"port by {rt.get('nic_port_choice')}); makespan {_ms(r.makespan_ns)} ms")
+    console.print(styled((r.scenario, "bold"), f" on {r.fabric} — sim {r.sim}, routing "
+                         f"{rt.get('policy')} ({rt.get('qps_per_connection')} QP/conn, "
+                         f"port by {rt.get('nic_port_choice')}); makespan "
+                         f"{_ms(r.makespan_ns)} ms"))
     if not s.get("finished", True):
-        console.print(f"[bold red]unfinished:[/bold red] the run stopped at "
-                      f"{_ms(r.makespan_ns)} ms with {s['transfers_undelivered']:,} of "
-                      f"{s['engine']['transfers']:,} transfers undelivered")
+        console.print(styled(("unfinished:", "bold red"), " the run stopped at "
+                             f"{_ms(r.makespan_ns)} ms with {s['transfers_undelivered']:,} of "
+                             f"{s['engine']['transfers']:,} transfers undelivered"))
     if s["collectives"]:
         t = Table(title="collectives (nccl-tests conventions)", title_justify="left")
         for col in ("collective", "op", "algorithm", "GPUs", "size MiB", "time ms",
                     "algbw GB/s", "busbw GB/s", "busbw Gb/s"):
             t.add_column(col, justify="left" if col in ("collective", "op", "algorithm")
                          else "right")
-        for c in s["collectives"][:20]:
+        shown = s["collectives"][:COLLECTIVE_ROWS]
+        for c in shown:
             t.add_row(str(c["collective"]), c["op"], c["algorithm"], f"{c['gpus']:,}",
                       f"{c['size_bytes'] / 2**20:,.1f}", _ms(c["time_ns"]),
                       fmt_num(c["algbw_GBps"], ".2f"), fmt_num(c["busbw_GBps"], ".2f"),
                       fmt_num(c["busbw_gbps"], ".1f"))
         console.print(t)
+        note = shown_notice(len(shown), int(s.get("collectives_total", len(shown))),
+                            "collectives", where("collectives"))
+        if note:
+            console.print(note, markup=False)
     if s["jobs"]:
         t = Table(title="jobs (per iteration)", title_justify="left")
         for col in ("job", "GPUs", "segments", "iteration ms", "compute ms",
@@ -101,10 +182,15 @@ def print_result(r: SimResult) -> None:
                   title_justify="left")
         for col in ("src", "dst", "min Gb/s", "bottleneck", "tier"):
             t.add_column(col, justify="right" if col == "min Gb/s" else "left")
-        for x in s["slowest_transfers"][:5]:
+        slow = s["slowest_transfers"][:5]
+        for x in slow:
             t.add_row(x["src"], x["dst"], fmt_num(x["min_rate_gbps"], ".1f"),
                       x["bottleneck"] or "-", x["tier"] or "-")
         console.print(t)
+        note = shown_notice(len(slow), int(s["engine"]["transfers"]), "transfers (the slowest)",
+                            where("transfers"))
+        if note:
+            console.print(note, markup=False)
     tp = s["two_port"]
     if tp.get("down", {}).get("nics"):
         d, u = tp["down"], tp["up"]
@@ -120,8 +206,18 @@ def print_result(r: SimResult) -> None:
         console.print(f"packet: {pk['drops']:,} drops, {pk['retx_bytes']:,} bytes "
                       f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
                       f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us paused")
+        if pk.get("paused_queues"):
+            top = pk["pauses"][0]
+            console.print(f"pauses: {pk['paused_queues']:,} queues (port, priority) paused; "
+                          f"most: {top['port']} TC{top['tc']} paused "
+                          f"{100 * top['pause_ratio']:.1f}% of the run "
+                          f"({top['paused_ns'] / 1e3:.1f} us, longest "
+                          f"{top['longest_pause_ns'] / 1e3:.1f} us; watchdog: "
+                          f"{pk.get('settings', {}).get('pfc_watchdog_ms', 0):g} ms); all in "
+                          "packet_pauses.csv",
+                          markup=False, soft_wrap=True)
         for a in pk["alarms"]:
-            console.print(f"[bold red]alarm[/bold red] {a}")
+            console.print(styled(("alarm", "bold red"), f" {a}"))
 
 
 def _jsonable(x: Any) -> Any:
@@ -147,6 +243,8 @@ def simulate_cmd(
     fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
     sim: str | None = typer.Option(None, "--sim", help="override the scenario's simulator: "
                                    "flow, analytic or packet"),
+    max_memory: str | None = MAX_MEMORY,
+    max_events: float = MAX_EVENTS,
 ) -> None:
     """Simulate a scenario: completion time, algbw and busbw of every collective,
     iteration and exposed communication time of every job, link utilization, the
@@ -158,7 +256,11 @@ def simulate_cmd(
                                 "analytic, packet"))
     if fmt not in ("csv", "parquet"):
         raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
-    r = load_and_run(scenario, sim)
+    if out is not None:  # a bad --out fails before the run, not after
+        from aifabric.outputs import REPORT, check_target
+
+        check_target(out, option="--out", folder=True, **REPORT)
+    r = load_and_run(scenario, sim, check_max_events(max_events))
     if out is not None:
         from aifabric.report import write_report
 
@@ -166,6 +268,20 @@ def simulate_cmd(
     if as_json:
         typer.echo(json.dumps(_jsonable(r.summary), indent=2))
     else:
-        print_result(r)
+        print_result(r, out, fmt)
     if out is not None and not as_json:
         console.print(f"wrote {report} (+ tables and plots in {out})")
+    exit_on_attention([r])
+
+
+def exit_on_attention(results: list[SimResult]) -> None:
+    """Exit 1 (after everything is printed and written) when a run did not finish or
+    raised alarms; see :func:`aifabric.sim.results.needs_attention`."""
+    from aifabric.sim.results import needs_attention
+
+    bad = [(r, why) for r in results if (why := needs_attention(r.summary))]
+    for r, why in bad:
+        err_console.print(f"exit 1: {r.scenario}: {', '.join(why)}", markup=False,
+                          soft_wrap=True)
+    if bad:
+        raise typer.Exit(1)

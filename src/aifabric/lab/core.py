@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from aifabric.configs import BuildContext
+from aifabric.errors import Problem, SpecError
 from aifabric.lab._system import LabError, preflight, run
 from aifabric.lab.daemons import alive, daemon_pids, start_frr, stop_pids
 from aifabric.lab.netns import Layout, lab_prefix, layout
 from aifabric.lab.scale import Scale, parse_scale, scale_fabric
+from aifabric.outputs import write_file
 from aifabric.spec import Spec, dump_spec, load_spec
 from aifabric.topology import Fabric
 
@@ -115,8 +117,14 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         raise LabError(f"{len(stale)} namespaces named {prefix}* exist without a lab state "
                        f"in {lab}; remove them with `aifabric lab down --dir {lab}`")
     step = progress or (lambda _msg: None)
-    lab.mkdir(parents=True, exist_ok=True)
-    (lab / SPEC).write_text(dump_spec(spec), encoding="utf-8")
+    if lab.exists() and not lab.is_dir():
+        raise SpecError(Problem("--dir", f"{lab} is a file; allowed: a folder"))
+    try:
+        lab.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # before anything is created: one line, exit 2
+        raise SpecError(Problem("--dir", f"cannot write {lab}: {exc.strerror or exc}; "
+                                "allowed: a folder you can write to")) from None
+    write_file(lab / SPEC, dump_spec(spec), option="--dir")
     state: dict[str, Any] = {
         "version": 1, "prefix": prefix, "spec_file": str(Path(spec_file).absolute()),
         "spec_name": spec.name, "scale": scale_text, "fabric": fabric.name,

@@ -8,7 +8,11 @@ import numpy as np
 
 from aifabric.sim.results import SimResult
 
-__all__ = ["comparison_rows", "render_markdown"]
+__all__ = ["COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows", "render_markdown",
+           "shown_notice"]
+
+#: collectives compared side by side (the first ones of each result)
+COMPARED_COLLECTIVES = 12
 
 
 def fmt_ms(ns: float, unit: str = " ms") -> str:
@@ -19,6 +23,14 @@ def fmt_ms(ns: float, unit: str = " ms") -> str:
 def fmt_num(x: float, spec: str) -> str:
     """``format(x, spec)``; "-" for a figure that does not exist (NaN, inf)."""
     return format(x, spec) if np.isfinite(x) else "-"
+
+
+def shown_notice(shown: int, total: int, what: str, where: str) -> str:
+    """``"20 of 128 collectives shown; all in collectives.csv"``; empty when nothing is
+    left out."""
+    if shown >= total:
+        return ""
+    return f"{shown:,} of {total:,} {what} shown; all in {where}"
 
 
 def _bytes(b: float) -> str:
@@ -44,7 +56,7 @@ def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str,
 
     add("makespan", [r.makespan_ns for r in results], fmt_ms, True)
     n_c = min(len(r.summary["collectives"]) for r in results)
-    for i in range(min(n_c, 12)):
+    for i in range(min(n_c, COMPARED_COLLECTIVES)):
         cs = [r.summary["collectives"][i] for r in results]
         add(f"{cs[0]['collective']}: time", [c["time_ns"] for c in cs], fmt_ms, True)
         add(f"{cs[0]['collective']}: busbw", [c["busbw_gbps"] for c in cs],
@@ -65,6 +77,24 @@ def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str,
         add("NICs receiving on one port only", [float(x) for x in tp], lambda v: f"{v:,.0f}",
             True)
     return rows
+
+
+def comparison_notice(results: list[SimResult]) -> str:
+    """The line saying how many collectives the side-by-side rows leave out."""
+    total = max(_n_collectives(r) for r in results)
+    shown = min(min(len(r.summary["collectives"]) for r in results), COMPARED_COLLECTIVES)
+    return shown_notice(shown, total, "collectives compared",
+                        "each scenario's collectives table (collectives.csv)")
+
+
+def _n_collectives(r: SimResult) -> int:
+    return int(r.summary.get("collectives_total", len(r.summary["collectives"])))
+
+
+def _file(files: list[str], stem: str) -> str:
+    """The file of table ``stem`` among ``files`` (``collectives.csv`` when not written)."""
+    return next((f for f in files if f.rsplit("/", 1)[-1].startswith(stem + ".")),
+                f"{stem}.csv")
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> str:
@@ -92,6 +122,10 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
               fmt_ms(c["time_ns"]), fmt_num(c["algbw_GBps"], ".2f"),
               fmt_num(c["busbw_GBps"], ".2f"), fmt_num(c["busbw_gbps"], ".1f")]
              for c in s["collectives"][:30]]))
+        note = shown_notice(min(30, len(s["collectives"])), _n_collectives(r), "collectives",
+                            f"`{_file(files, 'collectives')}`")
+        if note:
+            parts.append(note + ".")
     if s["jobs"]:
         parts.append(_table(
             ["job", "GPUs", "segments", "iteration", "compute", "exposed comm", "comm bytes",
@@ -113,11 +147,21 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
                          [[x["src"], x["dst"], x["job"] or "-", fmt_num(x['min_rate_gbps'], '.1f'),
                            x["bottleneck"] or "-", x["tier"] or "-"]
                           for x in s["slowest_transfers"]]))
+        note = shown_notice(len(s["slowest_transfers"]), int(s["engine"]["transfers"]),
+                            "transfers (the slowest)", f"`{_file(files, 'transfers')}`")
+        if note:
+            parts.append(note + ".")
     if s["hot_links"]:
         parts.append("Links that slowed the most transfers:\n\n" + _table(
             ["link", "tier", "transfers held back", "mean util", "peak util"],
             [[x["link"], x["tier"], x["bottleneck_of"], f"{x['mean_util']:.2f}",
               f"{x['peak_util']:.2f}"] for x in s["hot_links"]]))
+        held = int((np.asarray(r.tables["links"]["bottleneck_of"]) > 0).sum()) \
+            if "links" in r.tables else len(s["hot_links"])
+        note = shown_notice(len(s["hot_links"]), held, "links that held transfers back",
+                            f"`{_file(files, 'links')}` (column bottleneck_of)")
+        if note:
+            parts.append(note + ".")
     tp = s.get("two_port", {})
     if tp.get("up", {}).get("nics"):
         head = "Two-port imbalance of dual-port NICs (busier port / other port): "
@@ -132,9 +176,16 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
                      f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
                      f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us "
                      "paused in total.")
+        if pk.get("paused_queues"):
+            top = pk["pauses"][0]
+            parts.append(f"Pauses: {pk['paused_queues']:,} queues (port, priority) paused; "
+                         f"the most: {top['port']} TC{top['tc']}, paused "
+                         f"{100 * top['pause_ratio']:.1f}% of the run (longest pause "
+                         f"{top['longest_pause_ns'] / 1e3:.1f} us); every one in "
+                         "`packet_pauses`.")
         parts.append("Alarms:\n\n" + "\n".join(f"- {a}" for a in pk["alarms"])
-                     if pk["alarms"] else "Alarms: none (no PFC storm, no pause past "
-                     "the watchdog, no deadlock).")
+                     if pk["alarms"] else "Alarms: none (no PFC deadlock, no queue paused "
+                     "past the PFC watchdog's detection time).")
     e = s["engine"]
     parts.append(f"Engine: {e['stages']:,} stages, {e['transfers']:,} transfers, "
                  f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
@@ -162,6 +213,9 @@ def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
         parts.append("## Side by side\n\nRelative difference: last vs first.\n\n" + _table(
             ["metric", *[r.scenario for r in results], "difference"],
             [[m, *vals, d] for m, vals, d, _ in rows]))
+        note = comparison_notice(results)
+        if note:
+            parts.append(note + ".")
     for r, n in zip(results, names, strict=True):
         parts.append(_one(r, figures.get(n, []), files.get(n, []),
                           "##" if len(results) == 1 else "###"))

@@ -9,13 +9,17 @@ import numpy as np
 
 from aifabric.sim.results import SimResult
 
-__all__ = ["write_plots"]
+__all__ = ["TIMELINE_ROWS", "collective_timeline", "timeline_rows", "write_plots"]
+
+#: rows of the collective timeline; more collectives than this share rows (aggregated)
+TIMELINE_ROWS = 40
 
 
 def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
     import matplotlib.pyplot as plt
 
     return plt
@@ -42,26 +46,11 @@ def write_plots(r: SimResult, folder: Path) -> list[str]:
     fig.savefig(folder / "link_util_cdf.png", dpi=110)
     plt.close(fig)
     out.append("link_util_cdf.png")
-    # 2. timeline of collectives (the first 60 by start)
-    c = r.tables["collectives"]
-    order = np.argsort(c["start_ns"], kind="stable")[:40]
-    fig, ax = plt.subplots(figsize=(9, max(3.0, 0.2 * len(order) + 1.2)))
-    ops = sorted(set(c["op"].tolist()))
-    colors = {op: plt.cm.tab10(i % 10) for i, op in enumerate(ops)}
-    for y, i in enumerate(order):
-        if not np.isfinite(c["end_ns"][i] - c["start_ns"][i]):
-            continue  # never finished (a deadlock, a run cut at until_ms): no bar
-        ax.barh(y, (c["end_ns"][i] - c["start_ns"][i]) / 1e6, left=c["start_ns"][i] / 1e6,
-                color=colors[c["op"][i]], height=0.8)
-    ax.set_yticks(range(len(order)))
-    ax.set_yticklabels([str(c["collective"][i])[:40] for i in order], fontsize=6)
-    ax.invert_yaxis()
-    ax.set_xlabel("time (ms)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[o]) for o in ops]
-    ax.legend(handles, ops, fontsize=7)
-    ax.set_title(f"{r.scenario}: collectives over time"
-                 + (f" (first 40 of {len(c['start_ns'])})" if len(c["start_ns"]) > 40 else ""))
-    fig.subplots_adjust(left=0.38, right=0.97, top=0.9, bottom=0.13)
+    # 2. timeline of every collective (aggregated into rows when there are many)
+    fig, ax = plt.subplots(figsize=(9, 3.0))
+    info = collective_timeline(r, ax)
+    fig.set_size_inches(9, max(3.2, 0.2 * info["rows"] + 1.6))
+    fig.tight_layout()
     fig.savefig(folder / "collective_timeline.png", dpi=110)
     plt.close(fig)
     out.append("collective_timeline.png")
@@ -112,4 +101,93 @@ def write_plots(r: SimResult, folder: Path) -> list[str]:
     return out
 
 
+def timeline_rows(c: dict[str, np.ndarray], max_rows: int = TIMELINE_ROWS
+                  ) -> tuple[np.ndarray, list[str], str]:
+    """The timeline row of each collective, the row labels and what one row holds.
 
+    Up to ``max_rows`` collectives: a row each (``""``). More: the collectives share rows,
+    by the finest grouping that fits: job, operation and group size; then job and
+    operation; then operation. Rows are ordered by their first start."""
+    n = len(c["collective"])
+    job = c["job"].astype(str)
+    op = c["op"].astype(str)
+    gpus = c["gpus"].astype(str)
+    sep = np.full(n, " ", dtype=object)
+    levels = [("", None),
+              ("job, operation and group size",
+               job.astype(object) + sep + op + " (" + gpus.astype(object) + " GPUs)"),
+              ("job and operation", job.astype(object) + sep + op),
+              ("operation", op.astype(object))]
+    for what, key in levels:
+        if key is None:
+            if n > max_rows:
+                continue
+            key = np.arange(n).astype(str)
+        uniq, row = np.unique(np.asarray(key, dtype=str), return_inverse=True)
+        if len(uniq) <= max_rows or what == "operation":
+            break
+    start = np.where(np.isfinite(c["start_ns"]), c["start_ns"], np.inf)
+    first = np.full(len(uniq), np.inf)
+    np.minimum.at(first, row, start)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    row = rank[row]
+    count = np.bincount(row, minlength=len(uniq))
+    labels = []
+    for k in order:  # one label per row: a few dozen
+        j = int(np.flatnonzero(row == rank[k])[0])
+        if not what:
+            labels.append(str(c["collective"][j])[:48])
+        else:
+            labels.append(f"{uniq[k].strip()[:40]} x{count[rank[k]]}")
+    return row, labels, what
+
+
+def collective_timeline(r: SimResult, ax) -> dict[str, object]:
+    """Draw every collective of ``r`` as a bar from its start to its end on ``ax`` (rows
+    from :func:`timeline_rows`; one that never finished runs to the end of the run,
+    hatched); returns the rows, what a row holds and the counts drawn."""
+    import matplotlib.pyplot as plt
+
+    c = r.tables["collectives"]
+    n = len(c["collective"])
+    row, labels, what = timeline_rows(c)
+    ops = sorted(set(c["op"].tolist()))
+    colors = {o: plt.cm.tab10(i % 10) for i, o in enumerate(ops)}
+    st, en = c["start_ns"] / 1e6, c["end_ns"] / 1e6
+    started = np.isfinite(st)
+    done = started & np.isfinite(en)
+    open_ = started & ~done
+    end_run = r.makespan_ns / 1e6
+    for o in ops:  # one collection per operation and state: a handful
+        for sel, hatch in ((done & (c["op"] == o), None), (open_ & (c["op"] == o), "//")):
+            idx = np.flatnonzero(sel)
+            for y in np.unique(row[idx]):  # rows of this op
+                k = idx[row[idx] == y]
+                right = en[k] if hatch is None else np.full(len(k), end_run)
+                ax.broken_barh(list(zip(st[k], np.maximum(right - st[k], 0.0),
+                                        strict=True)),
+                               (y - 0.4, 0.8), facecolors=colors[o], hatch=hatch,
+                               edgecolor="black" if hatch else "none", linewidth=0.3)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=6)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.set_xlabel("time (ms)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[o]) for o in ops]
+    names = list(ops)
+    if open_.any():
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", hatch="//",
+                                     edgecolor="black"))
+        names.append("unfinished")
+    if handles:
+        ax.legend(handles, names, fontsize=7)
+    title = f"{r.scenario}: all {n:,} collective{'s' if n != 1 else ''} over time"
+    if what:
+        title += f"\naggregated: a row per {what} (xN: collectives in the row)"
+    never = int((~started).sum())
+    if never:
+        title += f"; {never} never started (no bar)"
+    ax.set_title(title, fontsize=9)
+    return {"rows": len(labels), "aggregated_by": what, "drawn": int(started.sum()),
+            "collectives": n}

@@ -17,16 +17,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing._topo import host_side
+from aifabric.spec.base import StrictModel
 from aifabric.topology.fabric import SWITCH_KINDS, Fabric, LinkKind, NodeKind
 
 __all__ = ["Failure", "compare_routes", "failed_links", "failure_impact", "live_links"]
 
 
-class Failure(BaseModel):
+class Failure(StrictModel):
     """One thing that is down: a switch (or any node), a link, or a port."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,4 +1,4 @@
-"""The HPN story on the model (../shared/DOMAIN.md §2), as ``aifabric demo`` runs it.
+"""The HPN story on the model (Alibaba HPN paper, SIGCOMM 2024), as ``aifabric demo`` runs it.
 
 Three experiments of the HPN paper, reproduced on the example fabrics, each with the
 paper's reported figure beside ours:

@@ -21,7 +21,7 @@ from aifabric.sim.flow.engine import FlowRun
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
-__all__ = ["SimResult", "arc_groups", "build_result"]
+__all__ = ["SimResult", "arc_groups", "build_result", "needs_attention"]
 
 Table = dict[str, np.ndarray]
 
@@ -74,7 +74,9 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     c_start = np.full(nc, np.inf)
     c_end = np.full(nc, -np.inf)
     has = (dag.stage_coll >= 0) & valid
-    np.minimum.at(c_start, dag.stage_coll[has], start[has])
+    # a collective starts with its first stage, finished or not (a deadlocked one started)
+    began = (dag.stage_coll >= 0) & np.isfinite(start)
+    np.minimum.at(c_start, dag.stage_coll[began], start[began])
     np.maximum.at(c_end, dag.stage_coll[has], end[has])
     coll = dag.collectives
     c_size = np.array([c.size_bytes for c in coll], dtype=np.float64)
@@ -208,6 +210,9 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     summary: dict[str, Any] = {
         "scenario": scenario, "sim": sim, "fabric": f.name, "makespan_ns": makespan,
         "collectives": [{k: _py(collectives[k][i]) for k in collectives} for i in top_colls],
+        # how many there are in all (the list above may hold the first few only; the
+        # collectives table has every one)
+        "collectives_total": nc,
         "jobs": [{k: _py(jobs[k][i]) for k in jobs} for i in range(nj)],
         "tiers": tiers, "slowest_transfers": slowest, "hot_links": hot_links,
         "two_port": two_port_imbalance(f, run.arc_bytes),
@@ -223,6 +228,26 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
                      {"collectives": collectives, "jobs": jobs, "transfers": transfers,
                       "links": links, "timeline": timeline}, summary,
                      meta={"two_port_ratios": two_port_ratios(f, run.arc_bytes)})
+
+
+def needs_attention(summary: dict[str, Any]) -> list[str]:
+    """Why a run that produced results still calls for a look (the CLI then exits 1): it
+    did not finish (a deadlock, a run cut short: ``finished`` false) or it raised alarms
+    (any ``alarms`` line or deadlock a simulator reports, whatever their kind). Empty for a
+    clean run."""
+    out = []
+    if not summary.get("finished", True):
+        out.append(f"unfinished ({summary.get('transfers_undelivered', 0):,} transfers "
+                   "undelivered)")
+    alarms = list(summary.get("alarms") or [])
+    for part in summary.values():
+        if isinstance(part, dict):
+            alarms += list(part.get("alarms") or [])
+            if not part.get("alarms") and part.get("deadlocks"):
+                alarms.append("deadlock")
+    if alarms:
+        out.append(f"{len(alarms)} alarm{'s' if len(alarms) != 1 else ''}")
+    return out
 
 
 def _py(v: Any) -> Any:

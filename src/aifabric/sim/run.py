@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
+from aifabric.guard import check_workload, fabric_bytes
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
 from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
@@ -97,6 +98,8 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     """Place every job and collective and compile them into one DAG (SpecError listing
     every problem)."""
     pool = gpu_pool(f)
+    # refuse, before placing or compiling anything, a workload too big for the memory limit
+    check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f))
     _NAMES[id(pool)] = {str(f.nodes.name[n]): i for i, n in enumerate(pool.node)}
     taken = np.zeros(len(pool.node), dtype=bool)
     problems: list[Problem] = []
@@ -290,8 +293,14 @@ def effective_routing(scn: SimScenario, f: Fabric) -> Any:
 
 def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
              progress: Callable[[int], None] | None = None,
-             workload: Workload | None = None) -> SimResult:
-    """Simulate ``scn`` on ``f`` with its simulator; the shared result tables."""
+             workload: Workload | None = None, max_events: float | None = None,
+             events_progress: Callable[[int, int], None] | None = None) -> SimResult:
+    """Simulate ``scn`` on ``f`` with its simulator; the shared result tables.
+
+    ``sim: packet`` only: a run estimated above ``max_events`` events is refused (None:
+    the default limit, :data:`aifabric.sim.packet.run.DEFAULT_MAX_EVENTS`), and
+    ``events_progress(done, estimate)`` follows it (see
+    :func:`aifabric.sim.packet.run.run_packet`)."""
     wl = workload or compile_workload(scn, f)
     dag = wl.dag
     groups, gnames = arc_groups(f)
@@ -304,11 +313,13 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                            n_groups=len(gnames))
     elif scn.sim == "packet":
         from aifabric.sim.packet.config import effective_packet_config
-        from aifabric.sim.packet.run import run_packet
+        from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS, run_packet
 
         cfg = effective_packet_config(scn.packet, scn.spec.deploy)
         run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
-                         n_groups=len(gnames), progress=progress)
+                         n_groups=len(gnames), progress=progress,
+                         max_events=DEFAULT_MAX_EVENTS if max_events is None else max_events,
+                         events_progress=events_progress)
     else:
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)
@@ -323,6 +334,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         attach_packet_results(res, run)  # type: ignore[arg-type]
         res.summary["packet"]["settings"] = {
             "pfc": cfg.pfc.enabled, "lossless_priorities": list(cfg.pfc.priorities),
+            "pfc_watchdog_ms": cfg.pfc.watchdog_ms,
             "ecn": [cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes, cfg.ecn.pmax] if cfg.ecn.enabled
             else None, "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}

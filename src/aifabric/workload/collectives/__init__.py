@@ -87,6 +87,9 @@ def add_collective(b: DAGBuilder, op: str, gpus: np.ndarray, size_bytes: float, 
     b.add_collective(Collective(
         name=name or f"{op}-{len(b.collectives)}", op=op, algorithm=algorithm,
         n_gpus=gpus.shape[-1], size_bytes=int(size_bytes), channels=channels, job=b.job,
-        stages=tuple(range(first, b.n_stages)), busbw_factor=busbw_factor(op, len(gpus))))
+        # n is the size of one group: a 2-D ``gpus`` has a group per row, so n is its
+        # row length (not its row count)
+        stages=tuple(range(first, b.n_stages)),
+        busbw_factor=busbw_factor(op, int(gpus.shape[-1]))))
     b.coll = -1
     return last
