@@ -15,18 +15,11 @@ from aifabric.errors import SpecError
 from aifabric.scenario import scenario_from_dict
 from aifabric.sim.scenario import SimScenario
 from tests.sim.packet.nets import config, incast
+from tests.sim.packet.test_cli import FT as CLI_FT
 
 EX = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 
-FT = """spec:
-  name: ft4
-  hosts: {count: 16, gpus_per_host: 1, nics_per_host: 1, port_gbps: 100}
-  switch_models:
-    k4: {ports: 4, port_gbps: 100}
-  topology: {family: fat_tree, k: 4, switch: {model: k4}, rail_optimized: false}
-routing: {policy: ecmp, seed_mode: per_switch}
-sim: packet
-"""
+FT = CLI_FT + "sim: packet\n"
 INCAST = ("traffic:\n  - {pattern: incast, senders: \"1:5\", to: host-s00-h000-gpu0, "
           "size_bytes: %s}\n")
 
