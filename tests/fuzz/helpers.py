@@ -8,6 +8,7 @@ import io
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,22 @@ def assert_one_line_problems(err: SpecError) -> None:
         assert text.strip(), f"an empty problem: {p!r}"
         assert "\n" not in text and "\r" not in text, f"a problem of several lines: {text!r}"
         assert "Traceback" not in text
+
+
+def built_or_refused(pipeline: Callable[[Any], tuple], check: Callable[..., None],
+                     doc: Any) -> bool:
+    """Run ``pipeline`` on ``doc``: either it refuses with one-line problems (False), or
+    the input held no NaN/infinity and ``check`` passes on what it built (True)."""
+    from tests.fuzz.strategies import nonfinite
+
+    try:
+        built = pipeline(doc)
+    except SpecError as err:
+        assert_one_line_problems(err)
+        return False
+    assert not nonfinite(doc), "a NaN or infinity was accepted"
+    check(*built)
+    return True
 
 
 def check_plan(spec: Any, fabric: Any, plan: dict) -> None:
