@@ -53,13 +53,19 @@ def test_duplicate_key_in_a_spec(cli, tmp_path, case):
     assert line == f"error: {p}: invalid YAML: {words}; allowed: each key once in a mapping"
 
 
-@pytest.mark.parametrize("command", ["route", "simulate"])
-def test_duplicate_key_in_a_scenario(cli, tmp_path, command):
+def _scenario_error(cli, tmp_path, command, text):
+    """Run ``command`` on a scenario ``text`` over the small rail spec; (path, error line)."""
     (tmp_path / "rail.yaml").write_text(RAIL)
     p = tmp_path / "s.yaml"
-    p.write_text("name: s\nspec: rail.yaml\nseed: 1\ntraffic: [{pattern: permutation, "
-                 "gpus: '0:16', shift: 8}]\nseed: 2\n")
-    line = _err_line(cli(command, p))
+    p.write_text(text)
+    return p, _err_line(cli(command, p))
+
+
+@pytest.mark.parametrize("command", ["route", "simulate"])
+def test_duplicate_key_in_a_scenario(cli, tmp_path, command):
+    p, line = _scenario_error(cli, tmp_path, command,
+                              "name: s\nspec: rail.yaml\nseed: 1\ntraffic: [{pattern: "
+                              "permutation, gpus: '0:16', shift: 8}]\nseed: 2\n")
     assert line.startswith(f"error: {p}: invalid YAML: line 5, column 1: duplicate key "
                            "'seed' (first on line 3)"), line
 
@@ -132,11 +138,9 @@ def test_booleans_are_not_numbers_in_a_spec(case):
 
 @pytest.mark.parametrize("command", ["route", "simulate"])
 def test_booleans_are_not_numbers_in_a_scenario(cli, tmp_path, command):
-    (tmp_path / "rail.yaml").write_text(RAIL)
-    p = tmp_path / "s.yaml"
-    p.write_text("name: s\nspec: rail.yaml\ntraffic: [{pattern: permutation, gpus: '0:16', "
-                 "shift: 8, size_bytes: true}]\n")
-    line = _err_line(cli(command, p))
+    p, line = _scenario_error(cli, tmp_path, command,
+                              "name: s\nspec: rail.yaml\ntraffic: [{pattern: permutation, "
+                              "gpus: '0:16', shift: 8, size_bytes: true}]\n")
     assert line.startswith(f"error: {p}: traffic.0.size_bytes: expected an integer, got a "
                            "boolean"), line
 
