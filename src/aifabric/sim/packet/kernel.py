@@ -126,6 +126,7 @@ from aifabric.sim.packet.layout import (
     Q_CNPS,
     Q_DONE,
     Q_DUP,
+    Q_FIRSTTX,
     Q_HIGH,
     Q_LASTCNP,
     Q_LASTPROG,
@@ -360,6 +361,8 @@ def pull(S, p, now):
         QI[q, Q_SNDNXT] = seq
         if seq > QI[q, Q_HIGH]:
             QI[q, Q_HIGH] = seq
+        if QI[q, Q_FIRSTTX] < 0:
+            QI[q, Q_FIRSTTX] = now  # the first data byte goes on the wire
         QI[q, Q_NEXTAV] = now  # pacing: the next packet may leave a gap later
         QI[q, Q_LASTW] = size + CI[OVH]
         cc_on_send(S, q, now, pay)

@@ -32,18 +32,29 @@ NG = 10
 (BUF, XOFF, XON, KMIN, KMAX, ECN_ON, INT_ON, OVH, HDR, MTU, ACKB, DTC, CTC, CC, CNPGAP,
  RTO, ACKINT, NTC, TC0, TC1, DC_TRESET, DC_BRESET, DC_THRESH, DC_PERIOD, DC_MONITOR,
  DC_CLAMP, HP_MAXSTAGE, TM_HAI) = range(28)
-NCI = 28
+# NIC window and host-side PFC (issue 12 items 1, 6); where ECN marks (item 3)
+(WIN_SCALE, HOST_PFC, HXOFF, HXON, HRXBUF, ECN_DEQ, X_NIC0, X_NIC1) = range(28, 36)
+# DCQCN as NVIDIA documents it (item 5): clamp after a timer increase, spare slots
+(DC_CLAMPTI, DC_X0, DC_X1, DC_X2) = range(36, 40)
+NCI = 40
 # ---------------------------------------------------------------------- CF: float settings
 (ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
  TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
-NCF = 16
+# DCQCN: the rate set on the first CNP (bit/s, 0: not set), spare slots
+(DC_FIRST, DC_XF0, DC_XF1) = range(16, 19)
+# the NIC: host receive drain rate, spare slots
+(X_NICF0, X_NICF1) = range(19, 21)
+NCF = 21
 # congestion-control codes (CI[CC]), in the order of config.CC_NAMES
 CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 # ---------------------------------------------------------------------- PI: port ints
 (P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_HEADROOM, P_REV, P_BUSY, P_TXEV, P_TXB, P_ECN,
  P_DROPS, P_WAKE, P_RR, P_QTOT, P_FH, P_FT, P_NQP) = range(18)
-NPI = 18
-P_PPB, P_GBPS = 0, 1  # PF: ps per byte, Gbit/s
+# the port's own WRED profile (issue 12 item 2: per port speed), spare slots
+(P_KMIN, P_KMAX, P_X0, P_X1) = range(18, 22)
+NPI = 22
+P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
+NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
 (T_QB, T_QPEAK, T_PAUSED, T_PSINCE, T_PAUSEDPS, T_PLONG, T_PFCTX, T_PFCRX, T_ING, T_XOFF,
  T_QH, T_QT) = range(12)
@@ -58,10 +69,15 @@ NKI = 14
  Q_ACKEDAT, Q_LASTCNP, Q_NAKSENT, Q_PSA, Q_MSA, Q_LASTPROG, Q_RTOARMED, Q_RETX, Q_DUP,
  Q_TO, Q_NAKS, Q_CNPS, Q_PORT, Q_BRTT, Q_LEN, Q_I0, Q_I1, Q_I2, Q_I3, Q_I4, Q_I5, Q_I6,
  Q_I7) = range(33)
-NQI = 33
+# first data byte on the wire (issue 12 item 7); congestion control's extra columns;
+# NIC spare columns
+(Q_FIRSTTX, Q_I8, Q_I9, Q_X0, Q_X1) = range(33, 38)
+NQI = 38
 F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)
-NQF = 8
-# columns Q_I0..Q_I7 and F_0..F_4: the congestion control's own (transports/*.FIELDS)
+# the QP's fixed window (bytes; issue 12 item 1); congestion control's extra; spare
+F_WINB, F_5, F_6, F_X0 = range(8, 12)
+NQF = 12
+# columns Q_I0..Q_I9 and F_0..F_6: the congestion control's own (transports/*.FIELDS)
 # ---------------------------------------------------------------------- events, frames
 # numpy scalars, not ints: numba compiles a function once per distinct *literal* int it is
 # called with, once for all int64 values

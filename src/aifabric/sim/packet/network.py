@@ -168,6 +168,7 @@ class QP:
     start_ps = _qp_int(L.Q_START)
     done_ps = _qp_int(L.Q_DONE)
     acked_at = _qp_int(L.Q_ACKEDAT)
+    first_tx_ps = _qp_int(L.Q_FIRSTTX)  # its first data byte went on the wire
     retx_bytes = _qp_int(L.Q_RETX)
     dup_bytes = _qp_int(L.Q_DUP)
     timeouts = _qp_int(L.Q_TO)
@@ -257,7 +258,7 @@ class Network:
         self.pid = {a: i for i, a in enumerate(arcs)}
         P = len(arcs)
         self.PI = PI = np.zeros((P, L.NPI), dtype=np.int64)
-        self.PF = PF = np.zeros((P, 2), dtype=np.float64)
+        self.PF = PF = np.zeros((P, L.NPF), dtype=np.float64)
         self.PT = PT = np.zeros((P, L.NPT, 8), dtype=np.int64)
         PT[:, L.T_QH] = -1
         PT[:, L.T_QT] = -1
@@ -468,7 +469,7 @@ class Network:
         qi[:] = 0
         qf[:] = 0
         qi[L.Q_SIZE], qi[L.Q_TC] = qp.size, qp.tc
-        qi[L.Q_DONE] = qi[L.Q_ACKEDAT] = -1
+        qi[L.Q_DONE] = qi[L.Q_ACKEDAT] = qi[L.Q_FIRSTTX] = -1
         qi[L.Q_LASTCNP] = -(1 << 62)
         qi[L.Q_PORT] = port.pid
         qi[L.Q_BRTT] = rtt
