@@ -6,14 +6,17 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from aifabric.errors import SpecError
-from aifabric.spec import Spec, load_spec
-from aifabric.topology import Fabric, build_fabric
+
+if TYPE_CHECKING:  # imported when used: a command's --help needs neither (pydantic, scipy)
+    from aifabric.spec import Spec
+    from aifabric.topology import Fabric
 
 # piped output (CI logs, files) gets a wide page instead of rich's 80-column default
 _width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120
@@ -32,6 +35,8 @@ def styled(*parts: str | tuple[str, str]) -> Text:
 
 def load_specs(paths: Iterable[Path]) -> list[Spec]:
     """Load every spec, collecting the problems of all files before failing."""
+    from aifabric.spec import load_spec
+
     specs, problems = [], []
     for p in paths:
         try:
@@ -55,6 +60,13 @@ MAX_MEMORY = typer.Option(
     None, "--max-memory", metavar="SIZE", callback=_set_max_memory,
     help="refuse runs predicted to need more memory than this (8G, 512M; 0 = no limit); "
     "default: the memory free on this machine less a margin")
+
+
+def build_fabric(spec: Spec) -> Fabric:
+    """:func:`aifabric.topology.build_fabric`, imported on first use."""
+    from aifabric.topology import build_fabric as _build_fabric
+
+    return _build_fabric(spec)
 
 
 def build(spec: Spec, file: str | os.PathLike[str] | None = None) -> Fabric:
