@@ -200,12 +200,13 @@ def expected_inventory(ctx: BuildContext) -> dict[str, Any]:
         lldp = {"device": sw.peer_device[i], "port": sw.peer_port[i]}
         speed = sw.speed[i] / 1000
         if is_sw[i]:
+            wred = q.wred_for(speed) or q.ecn  # the port speed's profile (build checked)
             switches[own_dev[i]]["interfaces"][sw.port_name[i]] = {
                 "mtu": dep.mtu.switch, "speed_gbps": speed, "dscp_trust": True,
                 "pfc_priorities": pfc, "ecn_enabled": True,
-                "ecn_min_threshold_bytes": q.ecn.min_threshold_bytes,
-                "ecn_max_threshold_bytes": q.ecn.max_threshold_bytes,
-                "ecn_max_mark_percent": q.ecn.max_mark_percent,
+                "ecn_min_threshold_bytes": wred.min_threshold_bytes,
+                "ecn_max_threshold_bytes": wred.max_threshold_bytes,
+                "ecn_max_mark_percent": wred.max_mark_percent,
                 "pfc_watchdog": lossless and q.pfc_watchdog.enabled, "lldp": lldp}
         else:
             hosts[own_dev[i]]["interfaces"][sw.port_name[i]] = {

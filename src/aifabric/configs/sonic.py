@@ -30,6 +30,7 @@ import numpy as np
 
 from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan
+from aifabric.errors import Problem, SpecError
 from aifabric.topology import Fabric, LinkKind, NodeKind
 
 __all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "headroom_bytes", "render_config_db"]
@@ -88,6 +89,12 @@ def hash_seed(f: Fabric, node: int) -> int:
     return (r.seed ^ zlib.crc32(str(f.nodes.name[node]).encode())) & 0xFFFFFF
 
 
+def wred_profile_name(qos: Any, speed_mbps: int) -> str:
+    """The WRED_PROFILE of a port: ``AIFABRIC_ECN`` (one profile for every port), or
+    ``AIFABRIC_ECN_<speed>G`` when ``deploy.qos.wred`` is a map by port speed."""
+    return f"AIFABRIC_ECN_{speed_mbps // 1000}G" if qos.wred else "AIFABRIC_ECN"
+
+
 class SwitchContext:
     """What every switch renderer shares: the fabric, its address plan and endpoints."""
 
@@ -114,6 +121,11 @@ class SwitchContext:
         self.peer_asn = self.plan.asn[e.peer].tolist()
         self.peer_node = e.peer.tolist()
         self.nic_ip = self.f.nodes.ip[e.peer].tolist()
+        qos = self.dep.qos
+        speeds = e.speed_gbps[self.f.is_switch[e.node]] if len(e.node) else e.speed_gbps
+        missing = qos.wred_missing(np.unique(speeds).tolist())
+        if missing:
+            raise SpecError(Problem("deploy.qos.wred", missing))
 
     def portchannel(self, row: int) -> str:
         """HPN: the LACP PortChannel of a host-facing ToR port (one per host port)."""
@@ -163,6 +175,7 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
     pc_member: dict[str, Any] = {}
     vlan_member: dict[str, Any] = {}
     profiles: dict[str, dict[str, str]] = {}
+    wred: dict[str, Any] = {}  # WRED profile name -> its deploy.qos profile
     lpp = int(model.lanes_per_port)
     roce, cnp = qos.roce_tc, qos.cnp_tc
     other_q = _ranges([q for q in range(8) if q not in (roce, cnp)])
@@ -205,7 +218,9 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
         if ctx.lossless:
             m.update(pfc_to_queue_map=MAP_NAME, pfc_enable=str(roce), pfcwd_sw_enable=str(roce))
         qos_map[pn] = m
-        queue[f"{pn}|{roce}"] = {"scheduler": "scheduler.roce", "wred_profile": "AIFABRIC_ECN"}
+        wred_name = wred_profile_name(qos, spd)
+        wred[wred_name] = qos.wred_for(spd / 1000)
+        queue[f"{pn}|{roce}"] = {"scheduler": "scheduler.roce", "wred_profile": wred_name}
         queue[f"{pn}|{cnp}"] = {"scheduler": "scheduler.cnp"}
         for qr in other_q:
             queue[f"{pn}|{qr}"] = {"scheduler": "scheduler.default"}
@@ -262,8 +277,7 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
     if ctx.lossless:
         db["MAP_PFC_PRIORITY_TO_QUEUE"] = {MAP_NAME: {str(t): str(t) for t in range(8)}}
     db["PORT_QOS_MAP"] = qos_map
-    e = qos.ecn
-    db["WRED_PROFILE"] = {"AIFABRIC_ECN": {
+    db["WRED_PROFILE"] = {name: {
         "wred_green_enable": "true", "wred_yellow_enable": "true", "wred_red_enable": "true",
         "ecn": "ecn_all",
         "green_min_threshold": str(e.min_threshold_bytes),
@@ -274,7 +288,7 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
         "yellow_drop_probability": str(e.max_mark_percent),
         "red_min_threshold": str(e.min_threshold_bytes),
         "red_max_threshold": str(e.max_threshold_bytes),
-        "red_drop_probability": str(e.max_mark_percent)}}
+        "red_drop_probability": str(e.max_mark_percent)} for name, e in sorted(wred.items())}
     db["SCHEDULER"] = {
         "scheduler.roce": {"type": "DWRR", "weight": str(qos.roce_weight_percent)},
         "scheduler.default": {"type": "DWRR", "weight": str(100 - qos.roce_weight_percent)},

@@ -10,7 +10,7 @@ the eBGP design, MTUs, the HPN dual-ToR LACP identity and the driver/firmware ve
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
@@ -32,7 +32,10 @@ __all__ = [
 ]
 
 Dscp = int
+#: the largest DCQCN rate (Mbit/s): 1.6 Tbit/s, beyond any port
+_RATE = 1_600_000
 _MAC = r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"
+MAX_GBPS = 100_000  # a port's speed (spec.models.MAX_GBPS; that module imports this one)
 
 
 class _Strict(StrictModel):
@@ -52,6 +55,14 @@ class Ecn(_Strict):
         if self.max_threshold_bytes < self.min_threshold_bytes:
             raise ValueError("max_threshold_bytes must be >= min_threshold_bytes")
         return self
+
+
+def _is_default(ecn: object) -> bool:
+    """``ecn`` (a mapping or an :class:`Ecn`) holds Ecn's defaults."""
+    try:
+        return Ecn.model_validate(ecn) == Ecn()
+    except ValueError:  # invalid: not the defaults (its own problems are reported too)
+        return False
 
 
 class PfcWatchdog(_Strict):
@@ -75,7 +86,31 @@ class Qos(_Strict):
     roce_weight_percent: int = Field(default=60, ge=1, le=99)
     pfc_response_ns: NonNegativeInt = 1_000
     ecn: Ecn = Ecn()
+    wred: dict[Annotated[int, Field(ge=1, le=MAX_GBPS)], Ecn] = Field(
+        default={}, description="one WRED/ECN profile per port speed (Gbit/s); every "
+        "speed of the fabric's switch ports must be listed. A single profile here is "
+        "the same as ``ecn``")
     pfc_watchdog: PfcWatchdog = PfcWatchdog()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wred_or_ecn(cls, data: Any) -> Any:
+        """``wred`` replaces ``ecn``: a map by port speed, or one profile (then it is
+        ``ecn``); setting it and a non-default ``ecn`` is an error (a dumped spec has
+        both: ``wred`` empty, or ``ecn`` at its defaults)."""
+        if not isinstance(data, dict) or not data.get("wred"):
+            return data
+        w = data["wred"]
+        single = isinstance(w, dict) and not all(
+            isinstance(k, int) or (isinstance(k, str) and k.isdigit()) for k in w)
+        e = data.get("ecn")
+        if e is not None and (e != w if single else not _is_default(e)):
+            raise ValueError("set either ecn (one profile for every port) or wred (a map "
+                             "by port speed, or one profile), not both")
+        if single:
+            data = {k: v for k, v in data.items() if k != "wred"}
+            data["ecn"] = w  # one profile for every speed
+        return data
 
     @model_validator(mode="after")
     def _distinct(self) -> Qos:
@@ -87,6 +122,27 @@ class Qos(_Strict):
             raise ValueError("TC 0 is the default best-effort class; allowed: 1..7")
         return self
 
+    def wred_for(self, speed_gbps: float) -> Ecn | None:
+        """The WRED/ECN profile of a switch port of this speed: ``wred``'s entry, or
+        ``ecn`` when ``wred`` is empty; None when ``wred`` lacks the speed."""
+        if not self.wred:
+            return self.ecn
+        return self.wred.get(int(speed_gbps)) if float(speed_gbps).is_integer() else None
+
+    def wred_missing(self, speeds_gbps: Any) -> str | None:
+        """One line naming the port speeds (Gbit/s) ``wred`` lacks and the speeds it has,
+        or None when every speed has a profile (or ``wred`` is empty: ``ecn`` applies)."""
+        if not self.wred:
+            return None
+        speeds = sorted({float(s) for s in speeds_gbps})
+        missing = [s for s in speeds if self.wred_for(s) is None]
+        if not missing:
+            return None
+        show = ", ".join(f"{s:g}" for s in missing)
+        return (f"no profile for port speed {show} Gbit/s used by the fabric's switch "
+                f"ports; allowed: a map by every port speed (has: "
+                f"{', '.join(str(k) for k in sorted(self.wred))})")
+
     @property
     def roce_tos(self) -> int:
         """The IP ToS byte of RoCE packets (DSCP << 2; the NIC sets the ECN bits)."""
@@ -97,23 +153,26 @@ class Dcqcn(_Strict):
     """DCQCN parameters of the NIC (mlx5 sysfs names under ``ecn/roce_rp`` and
     ``ecn/roce_np``); units are the driver's."""
 
-    rpg_ai_rate: NonNegativeInt = 5
-    rpg_hai_rate: NonNegativeInt = 50
-    rpg_byte_reset: NonNegativeInt = 32767
-    rpg_threshold: NonNegativeInt = 1
-    rpg_time_reset: NonNegativeInt = 300
-    rpg_gd: NonNegativeInt = 11
-    rpg_min_dec_fac: NonNegativeInt = 50
-    rpg_min_rate: NonNegativeInt = 1
-    rpg_max_rate: NonNegativeInt = 0
-    rate_to_set_on_first_cnp: NonNegativeInt = 0
-    rate_reduce_monitor_period: NonNegativeInt = 4
-    initial_alpha_value: NonNegativeInt = 1023
-    dce_tcp_g: NonNegativeInt = 1019
-    dce_tcp_rtt: NonNegativeInt = 1
-    clamp_tgt_rate: NonNegativeInt = 0
-    clamp_tgt_rate_after_time_inc: NonNegativeInt = 1
-    min_time_between_cnps: NonNegativeInt = 4
+    # the ranges are the packet simulator's (what it can run: `aifabric simulate` of this
+    # fabric uses these values), within what the driver accepts
+    rpg_ai_rate: int = Field(default=5, ge=1, le=_RATE, description="Mbit/s")
+    rpg_hai_rate: int = Field(default=50, ge=1, le=_RATE, description="Mbit/s")
+    rpg_byte_reset: int = Field(default=32767, ge=0, le=1 << 31, description="bytes; 0: off")
+    rpg_threshold: int = Field(default=1, ge=1, le=31)
+    rpg_time_reset: int = Field(default=300, ge=1, le=1_000_000, description="us")
+    rpg_gd: int = Field(default=11, ge=1, le=20)
+    rpg_min_dec_fac: int = Field(default=50, ge=1, le=100, description="percent")
+    rpg_min_rate: int = Field(default=1, ge=1, le=_RATE, description="Mbit/s")
+    rpg_max_rate: int = Field(default=0, ge=0, le=_RATE, description="Mbit/s; 0: line")
+    rate_to_set_on_first_cnp: int = Field(default=0, ge=0, le=_RATE,
+                                          description="Mbit/s; 0: off")
+    rate_reduce_monitor_period: int = Field(default=4, ge=0, le=1_000_000, description="us")
+    initial_alpha_value: int = Field(default=1023, ge=0, le=1024)
+    dce_tcp_g: int = Field(default=1019, ge=0, le=1024)
+    dce_tcp_rtt: int = Field(default=1, ge=1, le=1_000_000, description="us")
+    clamp_tgt_rate: int = Field(default=0, ge=0, le=1)
+    clamp_tgt_rate_after_time_inc: int = Field(default=1, ge=0, le=1)
+    min_time_between_cnps: int = Field(default=4, ge=0, le=1_000_000, description="us")
 
     def rp(self) -> dict[str, int]:
         """Reaction-point parameters (``ecn/roce_rp/<name>``)."""
