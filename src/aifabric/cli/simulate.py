@@ -216,8 +216,31 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
                           f"{pk.get('settings', {}).get('pfc_watchdog_ms', 0):g} ms); all in "
                           "packet_pauses.csv",
                           markup=False, soft_wrap=True)
+        ap = pk.get("ack_paths")
+        if ap and ap["mode"] == "hashed" and ap["qps"]:
+            fell = ap["fallback_pinned"] + ap["fallback_hops"] + ap["fallback_other"]
+            console.print(f"ACK paths: hashed; {ap['hashed']:,} of {ap['qps']:,} QPs on their "
+                          f"own return route ({ap['same_as_reverse']:,} of them the data "
+                          f"route reversed), {fell:,} kept the reversed route, "
+                          f"{ap['local']:,} inside a host", markup=False, soft_wrap=True)
+        fc = pk.get("fct", {})
+        if fc.get("count"):
+            console.print(fct_line(fc, where("packet_fct")), markup=False, soft_wrap=True)
         for a in pk["alarms"]:
             console.print(styled(("alarm", "bold red"), f" {a}"))
+
+
+def fct_line(fc: dict[str, Any], where: str) -> str:
+    """``fct: 320 flows; slowdown p50 1.21  p90 2.3  p99 4.1 (max 5.0); FCT p50 ... us;
+    in packet_fct.csv`` (the packet summary's ``fct``)."""
+    unfinished = fc["count"] - fc["finished"]
+    if not fc["finished"]:
+        return f"fct: {fc['count']:,} flows, none finished; in {where}"
+    return (f"fct: {fc['count']:,} flows"
+            + (f" ({unfinished:,} unfinished)" if unfinished else "")
+            + f"; slowdown p50 {fc['slowdown_p50']:.3g}  p90 {fc['slowdown_p90']:.3g}  "
+            f"p99 {fc['slowdown_p99']:.3g} (max {fc['slowdown_max']:.3g}); FCT p50 "
+            f"{fc['fct_ns_p50'] / 1e3:.1f} us  p99 {fc['fct_ns_p99'] / 1e3:.1f} us; in {where}")
 
 
 def _jsonable(x: Any) -> Any:

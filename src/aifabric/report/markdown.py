@@ -183,6 +183,15 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
                          f"{100 * top['pause_ratio']:.1f}% of the run (longest pause "
                          f"{top['longest_pause_ns'] / 1e3:.1f} us); every one in "
                          "`packet_pauses`.")
+        fc = pk.get("fct", {})
+        if fc.get("finished"):
+            parts.append(
+                f"Flow completion: {fc['count']:,} flows (QPs), {fc['finished']:,} "
+                f"finished; slowdown against the idle path p50 {fc['slowdown_p50']:.3g}, "
+                f"p90 {fc['slowdown_p90']:.3g}, p99 {fc['slowdown_p99']:.3g} (max "
+                f"{fc['slowdown_max']:.3g}); FCT (last byte received - start) p50 "
+                f"{fc['fct_ns_p50'] / 1e3:.1f} us, p99 {fc['fct_ns_p99'] / 1e3:.1f} us; "
+                "every flow in `packet_fct`.")
         parts.append("Alarms:\n\n" + "\n".join(f"- {a}" for a in pk["alarms"])
                      if pk["alarms"] else "Alarms: none (no PFC deadlock, no queue paused "
                      "past the PFC watchdog's detection time).")

@@ -319,7 +319,8 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
                          n_groups=len(gnames), progress=progress,
                          max_events=DEFAULT_MAX_EVENTS if max_events is None else max_events,
-                         events_progress=events_progress)
+                         events_progress=events_progress, routing=routing,
+                         failures=scn.failures or None, seed=seed, pinned=wl.pinned or None)
     else:
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)
@@ -336,6 +337,14 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "pfc": cfg.pfc.enabled, "lossless_priorities": list(cfg.pfc.priorities),
             "pfc_watchdog_ms": cfg.pfc.watchdog_ms,
             "ecn": [cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes, cfg.ecn.pmax] if cfg.ecn.enabled
-            else None, "cc": cfg.cc.algorithm,
+            else None,
+            "ecn_by_speed": {str(g): [e.kmin_bytes, e.kmax_bytes, e.pmax]
+                             for g, e in sorted(cfg.ecn.by_speed.items())}
+            if cfg.ecn.enabled and cfg.ecn.by_speed else None,
+            "ecn_mark": cfg.switch.ecn_mark, "window": cfg.nic.window,
+            "window_scales_with_rate": cfg.nic.window_scales_with_rate,
+            "ack_path": cfg.nic.ack_path, "rx_gbps": cfg.nic.rx_gbps,
+            "host_pfc": cfg.nic.host_pfc.enabled if cfg.nic.rx_gbps is not None else None,
+            "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
     return res

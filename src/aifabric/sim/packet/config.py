@@ -8,16 +8,23 @@ NVIDIA (mlx5) NICs expose under ``/sys/class/net/<if>/ecn/roce_rp|roce_np`` and 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from aifabric.errors import Problem, SpecError
 from aifabric.spec.base import StrictModel
 
-__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
-           "EcnConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
-           "TimelyParams", "deployed_packet_settings", "effective_packet_config",
+__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
+           "EcnProfile", "HostPfcConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
+           "SwitchConfig", "TimelyParams", "deployed_packet_settings", "effective_packet_config",
            "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
@@ -82,20 +89,89 @@ class PfcConfig(_Strict):
         return self
 
 
-class EcnConfig(_Strict):
-    """WRED-style ECN marking on egress: probability 0 below Kmin, rising linearly to
-    Pmax at Kmax, 1 above Kmax (queue bytes of the packet's traffic class)."""
+class EcnProfile(_Strict):
+    """One WRED/ECN profile: marking probability 0 up to Kmin, rising linearly to Pmax at
+    Kmax, 1 from Kmax (queue bytes of the packet's traffic class on the egress port).
+    Defaults: ns-3's RDMA simulator (HPCC repository, mix/config.txt) for 25 Gbit/s
+    ports: KMIN_MAP 100 KB, KMAX_MAP 400 KB, PMAX_MAP 0.2."""
 
-    enabled: bool = True
     kmin_bytes: int = Field(default=100_000, ge=0, le=MAX_BUFFER)
     kmax_bytes: int = Field(default=400_000, ge=0, le=MAX_BUFFER)
     pmax: float = Field(default=0.2, ge=0, le=1, description="marking probability at Kmax")
 
     @model_validator(mode="after")
-    def _check(self) -> EcnConfig:
+    def _check(self) -> EcnProfile:
         if self.kmin_bytes > self.kmax_bytes:
             raise ValueError(f"kmin_bytes ({self.kmin_bytes}) is above kmax_bytes "
                              f"({self.kmax_bytes}); allowed: kmin_bytes <= kmax_bytes")
+        return self
+
+
+#: a port speed as a ``by_speed`` key, Gbit/s
+PortGbps = Annotated[int, Field(ge=1, le=int(MAX_RATE_MBPS / 1000))]
+
+
+class EcnConfig(EcnProfile):
+    """WRED-style ECN marking on switch egress ports: ``kmin_bytes``, ``kmax_bytes``,
+    ``pmax`` for every port, or ``by_speed``: one profile per port speed, as real
+    deployments set them (SONiC binds a WRED_PROFILE per port and queue; ns-3's RDMA
+    simulator: KMIN_MAP/KMAX_MAP/PMAX_MAP by link rate)."""
+
+    enabled: bool = True
+    by_speed: dict[PortGbps, EcnProfile] = Field(
+        default={}, description="profile per port speed (Gbit/s); when set, every speed "
+        "of the run's switch ports must be listed and the single profile is not used")
+
+    def for_speed(self, gbps: float) -> EcnProfile | None:
+        """The profile of a switch port of ``gbps``; None when ``by_speed`` lacks it."""
+        if not self.by_speed:
+            return self
+        return self.by_speed.get(int(gbps)) if float(gbps).is_integer() else None
+
+
+class SwitchConfig(_Strict):
+    """Switch behaviour beyond buffers, PFC and ECN thresholds."""
+
+    ecn_mark: Literal["enqueue", "dequeue"] = Field(
+        default="enqueue", description="when WRED decides a packet's ECN mark: enqueue = "
+        "on egress admission, on the queue ahead of the packet (RED/WRED as defined, "
+        "Floyd & Jacobson 1993: a decision per arriving packet); dequeue = "
+        "when it leaves, on the queue it leaves behind (ns-3's RDMA simulator "
+        "SwitchNode::SwitchNotifyDequeue, htsim's ECNQueue): earlier feedback")
+
+
+class HostPfcConfig(_Strict):
+    """The receiving NIC's port buffer and the PFC it sends upstream when the host drains
+    it slower than frames arrive (``nic.rx_gbps``). Defaults: an NVIDIA ConnectX port's
+    lossless receive buffer (port buffer 262016 bytes split into two 130944-byte buffers,
+    the lossless priority in one: Mellanox "HowTo Tune Receive Buffers on Mellanox
+    Adapter Cards"); thresholds as the Linux mlx5 driver sets them (port_buffer.c
+    update_xoff_threshold: XOFF = buffer - headroom for the cable and speed, XON = XOFF -
+    one MTU)."""
+
+    enabled: bool = Field(default=True, description="the NIC sends PFC pause on the "
+                          "lossless priorities (pfc.priorities) when its receive buffer "
+                          "passes xoff_bytes; false: a frame that does not fit is dropped")
+    rx_buffer_bytes: int = Field(default=130944, ge=1 << 10, le=MAX_BUFFER,
+                                 description="receive buffer of one NIC (ConnectX: 130944 "
+                                 "per lossless buffer)")
+    xoff_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER, description="pause "
+                                   "above this many buffered bytes; default: rx_buffer_bytes "
+                                   "- the headroom of the NIC's link (2 x (propagation + 1 "
+                                   "us) x rate + 2 frames, as for switch ports)")
+    xon_bytes: int | None = Field(default=None, ge=0, le=MAX_BUFFER, description="resume at "
+                                  "or below; default: xoff - one frame (mlx5)")
+
+    @model_validator(mode="after")
+    def _check(self) -> HostPfcConfig:
+        if self.xoff_bytes is not None and self.xoff_bytes > self.rx_buffer_bytes:
+            raise ValueError(f"xoff_bytes ({self.xoff_bytes}) is above rx_buffer_bytes "
+                             f"({self.rx_buffer_bytes}); allowed: xoff_bytes <= "
+                             "rx_buffer_bytes")
+        if self.xoff_bytes is not None and self.xon_bytes is not None and \
+                self.xon_bytes > self.xoff_bytes:
+            raise ValueError(f"xon_bytes ({self.xon_bytes}) is above xoff_bytes "
+                             f"({self.xoff_bytes}); allowed: xon_bytes <= xoff_bytes")
         return self
 
 
@@ -121,6 +197,26 @@ class NicConfig(_Strict):
     rto_us: float = Field(default=1000.0, ge=1, le=10_000_000,
                           description="retransmission timeout")
     start_rate: Literal["line"] = "line"
+    ack_path: Literal["hashed", "reverse"] = Field(
+        default="hashed", description="the path of ACKs, NAKs and CNPs: hashed = their own "
+        "5-tuple (IPs swapped, the same UDP source port: rdma_calc_flow_label is symmetric "
+        "in the two QP numbers, Linux mlx5) routed by the fabric's routing like any flow, "
+        "as real switches and ns-3's RDMA simulator (HPCC repository) do; reverse = the "
+        "data route reversed")
+    window: int | Literal["none", "bdp"] = Field(
+        default="none", description="the most bytes a QP has un-acknowledged: none = "
+        "rate-based only (NVIDIA NICs with DCQCN; ns-3's RDMA simulator HAS_WIN 0 for "
+        "DCQCN); bdp = the QP's base RTT x its line rate (ns-3 HAS_WIN 1, GLOBAL_T 0: "
+        "pairBdp); or a byte count of at least one MTU payload. The congestion control's "
+        "own window (HPCC, DCTCP) applies too: the smaller wins")
+    window_scales_with_rate: bool = Field(
+        default=True, description="the window is window x current rate / line rate (ns-3 "
+        "RDMA simulator's VAR_WIN, set wherever HAS_WIN is: rdma-queue-pair.cc GetWin)")
+    rx_gbps: float | None = Field(
+        default=None, gt=0, le=MAX_RATE_MBPS / 1000, description="the rate the host takes "
+        "data out of the NIC's receive buffer (PCIe, memory), Gbit/s of payload; none: as "
+        "fast as frames arrive (no receive buffer modelled, no cost)")
+    host_pfc: HostPfcConfig = HostPfcConfig()
 
     @model_validator(mode="after")
     def _check(self) -> NicConfig:
@@ -129,20 +225,34 @@ class NicConfig(_Strict):
                 raise ValueError(f"dscp_to_tc {d}: {tc}: allowed: DSCP 0..63 -> TC 0..7")
         return self
 
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window(cls, w: Any, info: ValidationInfo) -> Any:
+        mtu = info.data.get("mtu_payload_bytes", 256)
+        if w in ("none", "bdp") and isinstance(w, str):
+            return w
+        if not isinstance(w, int) or isinstance(w, bool) or not mtu <= w <= MAX_BUFFER:
+            raise ValueError(f"window {w!r} is not none, bdp, or a byte count from one MTU "
+                             f"payload ({mtu} bytes) to {MAX_BUFFER}; allowed: none, bdp, "
+                             "or bytes >= mtu_payload_bytes")
+        return w
+
 
 class DcqcnParams(_Strict):
-    """DCQCN with NVIDIA's parameter names and defaults (roce_rp / roce_np)."""
+    """DCQCN with NVIDIA's parameter names, units and defaults (mlx5 ``ecn/roce_rp`` and
+    ``ecn/roce_np``; NVIDIA's "DCQCN parameters" page)."""
 
-    rpg_ai_rate: float = Field(default=5.0, gt=0, le=MAX_RATE_MBPS,
-                               description="additive increase, Mbit/s")
-    rpg_hai_rate: float = Field(default=50.0, gt=0, le=MAX_RATE_MBPS,
-                                description="hyper increase, Mbit/s")
+    rpg_ai_rate: float = Field(default=5.0, gt=0, le=MAX_RATE_MBPS, description="target-"
+                               "rate step of additive increase, Mbit/s")
+    rpg_hai_rate: float = Field(default=50.0, gt=0, le=MAX_RATE_MBPS, description="target-"
+                                "rate step of hyper increase, Mbit/s")
     rpg_time_reset: float = Field(default=300.0, ge=1, le=1_000_000,
                                   description="rate-increase timer, us")
-    rpg_byte_reset: int = Field(default=32767, ge=1, le=1 << 31, description="rate-increase "
-                                "byte counter, bytes")
-    rpg_threshold: int = Field(default=1, ge=1, le=31, description="increase events before "
-                               "additive increase (DCQCN's F)")
+    rpg_byte_reset: int = Field(default=32767, ge=0, le=1 << 31, description="rate-increase "
+                                "byte counter, bytes (0: off, the timer alone)")
+    rpg_threshold: int = Field(default=1, ge=1, le=31, description="increase events of "
+                               "each clock in fast recovery before additive increase "
+                               "(DCQCN's F)")
     rpg_gd: int = Field(default=11, ge=1, le=20, description="log2 of the divisor of alpha "
                         "(1024 scale) in a rate cut: cut = rate x alpha / 2^rpg_gd")
     rpg_min_dec_fac: int = Field(default=50, ge=1, le=100, description="a cut keeps at "
@@ -155,12 +265,19 @@ class DcqcnParams(_Strict):
                            "(1024 scale): alpha = alpha x g/1024 + F x (1 - g/1024)")
     dce_tcp_rtt: float = Field(default=1.0, ge=0.01, le=1_000_000,
                                description="alpha update period, us")
-    initial_alpha_value: int = Field(default=1023, ge=0, le=1024)
+    initial_alpha_value: int = Field(default=1023, ge=0, le=1024, description="alpha at "
+                                     "the first CNP (1024 scale)")
     rate_reduce_monitor_period: float = Field(default=4.0, ge=0, le=1_000_000,
                                               description="at most one cut per period, us")
-    clamp_tgt_rate: bool = Field(default=False, description="on a cut, the target rate "
-                                 "becomes the current rate only if set (else: on the "
-                                 "first cut after an increase)")
+    rate_to_set_on_first_cnp: float = Field(default=0.0, ge=0, le=MAX_RATE_MBPS,
+                                            description="current and target rate set by "
+                                            "a QP's first CNP, Mbit/s (0: the usual cut)")
+    clamp_tgt_rate: bool = Field(default=False, description="every cut sets the target "
+                                 "rate to the current rate (else only after a byte-counter "
+                                 "increase, see clamp_tgt_rate_after_time_inc)")
+    clamp_tgt_rate_after_time_inc: bool = Field(default=True, description="a cut also sets "
+                                                "the target rate to the current rate after "
+                                                "a timer increase")
     min_time_between_cnps: float = Field(default=4.0, ge=0, le=1_000_000, description="NP: "
                                          "at most one CNP per QP per this many us")
 
@@ -227,6 +344,7 @@ class PacketConfig(_Strict):
     buffer: BufferConfig = BufferConfig()
     pfc: PfcConfig = PfcConfig()
     ecn: EcnConfig = EcnConfig()
+    switch: SwitchConfig = SwitchConfig()
     nic: NicConfig = NicConfig()
     cc: CcConfig = CcConfig()
     sample_us: float = Field(default=10.0, ge=1, le=1_000_000,
@@ -272,17 +390,22 @@ def deployed_packet_settings(deploy: Any) -> dict[str, Any]:
     for name in DcqcnParams.model_fields:
         if hasattr(d, name):
             v = getattr(d, name)
-            dcqcn[name] = bool(v) if name == "clamp_tgt_rate" else v
+            dcqcn[name] = bool(v) if name.startswith("clamp_tgt_rate") else v
     return {
         "pfc": {"enabled": q.mode == "lossless", "priorities": [q.roce_tc],
                 "watchdog_ms": float(q.pfc_watchdog.detection_ms)},
-        "ecn": {"kmin_bytes": q.ecn.min_threshold_bytes,
-                "kmax_bytes": q.ecn.max_threshold_bytes,
-                "pmax": q.ecn.max_mark_percent / 100.0},
+        "ecn": {**_profile(q.ecn), "by_speed": {
+            speed: _profile(e) for speed, e in sorted(q.wred.items())}},
         "nic": {"dscp": q.roce_dscp, "cnp_dscp": q.cnp_dscp,
                 "dscp_to_tc": {q.roce_dscp: q.roce_tc, q.cnp_dscp: q.cnp_tc}},
         "cc": {"dcqcn": dcqcn},
     }
+
+
+def _profile(e: Any) -> dict[str, Any]:
+    """A ``deploy.qos.ecn`` / ``deploy.qos.wred`` profile as ``packet.ecn`` fields."""
+    return {"kmin_bytes": e.min_threshold_bytes, "kmax_bytes": e.max_threshold_bytes,
+            "pmax": e.max_mark_percent / 100.0}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -300,5 +423,12 @@ def effective_packet_config(packet: PacketConfig, deploy: Any, *, file: str | No
     section sets itself. What you tune in the simulator is then what ``aifabric build``
     deploys once copied into ``deploy``; and an untouched scenario simulates the fabric
     as deployed."""
-    merged = _merge(deployed_packet_settings(deploy), packet.model_dump(exclude_unset=True))
+    own = packet.model_dump(exclude_unset=True)
+    deployed = deployed_packet_settings(deploy)
+    ecn = own.get("ecn", {})
+    if ecn.keys() & {"by_speed", "kmin_bytes", "kmax_bytes", "pmax"}:
+        # the scenario's own thresholds replace the deployed map whole: its by_speed map,
+        # or its single profile (merged with the deployed one) for every port
+        deployed["ecn"].pop("by_speed", None)
+    merged = _merge(deployed, own)
     return packet_config_from_dict(merged, file=file)

@@ -59,14 +59,20 @@ from aifabric.sim.packet.layout import (
     E_PAUSE,
     E_QPSTART,
     E_RTO,
+    E_RXDONE,
     E_TXDONE,
     E_WAKE,
+    ECN_DEQ,
     ECN_ON,
+    F_LINE,
     F_RATE,
     F_WIN,
+    F_WINB,
     FREE_,
     G_,
     HDR,
+    HOST_PFC,
+    HRXBUF,
     HSIZE,
     HT_,
     INT_ON,
@@ -86,8 +92,6 @@ from aifabric.sim.packet.layout import (
     K_TS,
     KF_,
     KI_,
-    KMAX,
-    KMIN,
     LL_,
     MTU,
     NAK,
@@ -100,13 +104,17 @@ from aifabric.sim.packet.layout import (
     OVH,
     P_BUSY,
     P_DROPS,
+    P_DST,
     P_ECN,
     P_FH,
     P_FT,
     P_GBPS,
     P_HEADROOM,
     P_HOST,
+    P_KMAX,
+    P_KMIN,
     P_NQP,
+    P_PMAX,
     P_PPB,
     P_PROP,
     P_QTOT,
@@ -119,7 +127,6 @@ from aifabric.sim.packet.layout import (
     PAUSE_FRAME_BYTES,
     PF_,
     PI_,
-    PMAX,
     PQ_,
     PT_,
     Q_ACKEDAT,
@@ -159,6 +166,8 @@ from aifabric.sim.packet.layout import (
     RETX,
     RNG_,
     RTO,
+    RX_ON,
+    RX_PPB,
     SENTPFC,
     T_ING,
     T_PAUSED,
@@ -173,8 +182,17 @@ from aifabric.sim.packet.layout import (
     T_QT,
     T_XOFF,
     TC0,
+    U_HXOFF,
+    U_HXON,
+    U_INP,
     U_RESV,
+    U_RXB,
+    U_RXBUSY,
+    U_RXH,
+    U_RXT,
     U_USED,
+    WIN_ON,
+    WIN_SCALE,
     XOFF,
     XON,
     ZERO,
@@ -285,6 +303,22 @@ def rand01(RNG):
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+@njit(cache=True)
+def wred(S, p, k, qb):
+    """WRED ECN marking of frame ``k`` on switch egress port ``p`` by ``qb``, the bytes
+    of its class's queue (ahead of it on enqueue, behind it on dequeue), with the port's
+    own profile: no mark up to Kmin, probability rising linearly to Pmax at Kmax, a mark
+    from Kmax. Only data frames are marked."""
+    PI, KI = S[PI_], S[KI_]
+    kmin = PI[p, P_KMIN]
+    if qb <= kmin or KI[k, K_KIND] != DATA:
+        return
+    kmax = PI[p, P_KMAX]
+    if qb >= kmax or rand01(S[RNG_]) < S[PF_][p, P_PMAX] * (qb - kmin) / (kmax - kmin):
+        KI[k, K_CE] = 1
+        PI[p, P_ECN] += 1
+
+
 # ---------------------------------------------------------------------- egress
 @njit(cache=True)
 def tx_start(S, p):
@@ -317,6 +351,8 @@ def tx_start(S, p):
         if PT[inp, T_XOFF, tc] != 0 and ing <= CI[XON]:
             PT[inp, T_XOFF, tc] = 0
             send_pause(S, inp, tc, ZERO)
+        if CI[ECN_DEQ] != 0 and CI[ECN_ON] != 0:  # marked on the queue it leaves behind
+            wred(S, p, k, PT[p, T_QB, tc])
         if CI[INT_ON] != 0 and KI[k, K_KIND] == DATA:
             stamp(S, p, k, now, PT[p, T_QB, tc])
     end = send_frame(S, p, k, now)
@@ -332,6 +368,7 @@ def pull(S, p, now):
     G, CI, PI, PT, PQ, QI, QF = S[G_], S[CI_], S[PI_], S[PT_], S[PQ_], S[QI_], S[QF_]
     n = PI[p, P_NQP]
     wake = -1
+    win_on = CI[WIN_ON] != 0  # a NIC window (nic.window)
     i = PI[p, P_RR]
     for _ in range(n):
         if i >= n:
@@ -341,7 +378,10 @@ def pull(S, p, now):
         seq = QI[q, Q_SNDNXT]
         if seq >= QI[q, Q_SIZE] or PT[p, T_PAUSED, QI[q, Q_TC]] != 0:
             continue
-        if seq - QI[q, Q_SNDUNA] >= QF[q, F_WIN]:
+        fly = seq - QI[q, Q_SNDUNA]
+        if fly >= QF[q, F_WIN]:
+            continue
+        if win_on and fly > 0 and window_full(S, q, seq, fly):
             continue
         avail = QI[q, Q_NEXTAV] + int(QI[q, Q_LASTW] * 8e12 / QF[q, F_RATE])
         if avail > now:
@@ -387,6 +427,21 @@ def pull(S, p, now):
         PI[p, P_WAKE] = wake
         hpush(S[HT_], G, wake, E_WAKE, p, ZERO)
     return -1
+
+
+@njit(cache=True)
+def window_full(S, q, seq, fly):
+    """The NIC window (``nic.window``): would the next packet of QP ``q`` put more than
+    the window un-acknowledged? The window follows the rate (x rate / line) when
+    ``window_scales_with_rate``; a QP with nothing in flight may always send."""
+    CI, QI, QF = S[CI_], S[QI_], S[QF_]
+    w = QF[q, F_WINB]
+    if CI[WIN_SCALE] != 0:
+        w = w * QF[q, F_RATE] / QF[q, F_LINE]
+    pay = QI[q, Q_SIZE] - seq
+    if pay > CI[MTU]:
+        pay = CI[MTU]
+    return fly + pay > w
 
 
 @njit(cache=True)
@@ -521,6 +576,75 @@ def host_receive(S, k):
 
 
 @njit(cache=True)
+def rx_arrive(S, k, inp):
+    """Data frame ``k`` reaches a NIC over arc ``inp`` with a receive drain modelled
+    (``nic.rx_gbps``): into the NIC's receive buffer, out of it (delivered, ACKed) when
+    the host has taken its payload at rx_gbps, in arrival order. Above the XOFF
+    threshold the NIC pauses the port feeding it (host PFC, lossless classes); a frame
+    that does not fit is dropped."""
+    G, CI, CF, PI, PT, NU, LL, KI = (S[G_], S[CI_], S[CF_], S[PI_], S[PT_], S[NU_], S[LL_],
+                                      S[KI_])
+    node = PI[inp, P_DST]
+    b = NU[node, U_RXB] + KI[k, K_SIZE]
+    if b > CI[HRXBUF]:
+        PI[inp, P_DROPS] += 1
+        G[DROPS] += 1
+        free_pkt(S, k)
+        return
+    NU[node, U_RXB] = b
+    tc = KI[k, K_TC]
+    if CI[HOST_PFC] != 0 and LL[tc] != 0 and b > NU[node, U_HXOFF] and \
+            PT[inp, T_XOFF, tc] == 0:
+        PT[inp, T_XOFF, tc] = 1
+        send_pause(S, inp, tc, ONE)
+    end = NU[node, U_RXBUSY]
+    if end < G[NOW]:
+        end = G[NOW]
+    end += int(KI[k, K_PAY] * CF[RX_PPB] + 0.5)
+    NU[node, U_RXBUSY] = end
+    KI[k, K_AT] = end
+    KI[k, K_INP] = inp
+    KI[k, K_NEXT] = -1
+    t = NU[node, U_RXT]
+    if t < 0:
+        NU[node, U_RXH] = k
+        hpush(S[HT_], G, end, E_RXDONE, node, ZERO)
+    else:
+        KI[t, K_NEXT] = k
+    NU[node, U_RXT] = k
+
+
+@njit(cache=True)
+def rx_done(S, node):
+    """The host has taken the head frame of NIC ``node``'s receive buffer: returns it
+    (for :func:`host_receive`); XON to the ports it paused once at or below XON."""
+    G, CI, PI, PT, NU, KI = S[G_], S[CI_], S[PI_], S[PT_], S[NU_], S[KI_]
+    k = NU[node, U_RXH]
+    nx = KI[k, K_NEXT]
+    NU[node, U_RXH] = nx
+    if nx < 0:
+        NU[node, U_RXT] = -1
+    else:
+        hpush(S[HT_], G, KI[nx, K_AT], E_RXDONE, node, ZERO)
+    b = NU[node, U_RXB] - KI[k, K_SIZE]
+    NU[node, U_RXB] = b
+    if CI[HOST_PFC] != 0 and b <= NU[node, U_HXON]:
+        lo = NU[node, U_INP]  # the one port into it, else: every port
+        hi = lo + 1
+        if lo < 0:
+            lo, hi = 0, PI.shape[0]
+        for p in range(lo, hi):
+            if PI[p, P_DST] != node:
+                continue
+            for i in range(CI[NTC]):
+                tc = CI[TC0 + i]
+                if PT[p, T_XOFF, tc] != 0:
+                    PT[p, T_XOFF, tc] = 0
+                    send_pause(S, p, tc, ZERO)
+    return k
+
+
+@njit(cache=True)
 def qp_start(S, q):
     """QP ``q`` starts: joins its NIC port's round robin; returns q if it has nothing to
     send (done at once), else -1."""
@@ -591,20 +715,18 @@ def run(S, limit, py_t, py_s):
     """Process events in (time, seq) order while they come before the Python event list's
     head ``(py_t, py_s)`` and not after ``limit``; see the module docstring for what it
     returns."""
-    G, CI, CF, HT, PI, PT, PQ, NU, LL, KI, QI, QR, RNG = (S[G_], S[CI_], S[CF_], S[HT_], S[PI_],
-                                                         S[PT_], S[PQ_], S[NU_], S[LL_], S[KI_],
-                                                         S[QI_], S[QR_], S[RNG_])
+    G, CI, CF, HT, PI, PT, PQ, NU, LL, KI, QI, QR = (S[G_], S[CI_], S[CF_], S[HT_], S[PI_],
+                                                    S[PT_], S[PQ_], S[NU_], S[LL_], S[KI_],
+                                                    S[QI_], S[QR_])
     buf = CI[BUF]
     xoff_b = CI[XOFF]
     xon_b = CI[XON]
-    kmin = CI[KMIN]
-    kmax = CI[KMAX]
-    ecn_on = CI[ECN_ON] != 0
+    ecn_enq = CI[ECN_ON] != 0 and CI[ECN_DEQ] == 0  # WRED marks on admission
+    ecn_deq = CI[ECN_ON] != 0 and CI[ECN_DEQ] != 0  # ... or when the frame leaves
     int_on = CI[INT_ON] != 0
     alpha = CF[ALPHA]
-    pmax = CF[PMAX]
-    kspan = kmax - kmin
     ntc = CI[NTC]
+    rx_on = CI[RX_ON] != 0
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -651,6 +773,9 @@ def run(S, limit, py_t, py_s):
             hop = KI[k, K_HOP] + 1
             KI[k, K_HOP] = hop
             if hop >= QI[q, Q_LEN]:
+                if rx_on and KI[k, K_KIND] == DATA and PI[inp, P_HOST] == 0:
+                    rx_arrive(S, k, inp)  # from the network (not NVLink, PCIe)
+                    continue
                 done = host_receive(S, k)
                 if done >= 0:
                     G[RET] = done
@@ -695,10 +820,8 @@ def run(S, limit, py_t, py_s):
                     continue
                 PT[inp, T_ING, tc] += size
             KI[k, K_INP] = inp
-            if ecn_on and qb > kmin and KI[k, K_KIND] == DATA and (
-                    qb >= kmax or rand01(RNG) < pmax * (qb - kmin) / kspan):
-                KI[k, K_CE] = 1
-                PI[p, P_ECN] += 1
+            if ecn_enq and qb > PI[p, P_KMIN]:  # on the queue ahead of the frame
+                wred(S, p, k, qb)
             if PI[p, P_QTOT] == 0 and PI[p, P_TXEV] == 0 and PI[p, P_BUSY] <= t and \
                     PT[p, T_PAUSED, tc] == 0:
                 # the port is idle and nothing waits: straight onto the wire (what
@@ -746,6 +869,8 @@ def run(S, limit, py_t, py_s):
             size = KI[k, K_SIZE]
             PT[p, T_QB, tc] -= size
             PI[p, P_QTOT] -= size
+            if ecn_deq:  # WRED on the queue the frame leaves behind
+                wred(S, p, k, PT[p, T_QB, tc])
             NU[PI[p, P_SRC], U_USED] -= size  # free the buffer; XON when the ingress drains
             inp = KI[k, K_INP]
             ing = PT[inp, T_ING, tc] - size
@@ -778,6 +903,12 @@ def run(S, limit, py_t, py_s):
             dcqcn.cut(S, a, t)
         elif kind == E_DCTIMER and dcqcn.timer(S, a, b, t):
             kick(S, QI[a, Q_PORT])
+        elif kind == E_RXDONE:
+            done = host_receive(S, rx_done(S, a))
+            if done >= 0:
+                G[RET] = done
+                G[COUNT] += n
+                return R_DONE
 
 
 # ---------------------------------------------------------------------- the cache

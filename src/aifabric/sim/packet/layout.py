@@ -33,7 +33,7 @@ NG = 10
  RTO, ACKINT, NTC, TC0, TC1, DC_TRESET, DC_BRESET, DC_THRESH, DC_PERIOD, DC_MONITOR,
  DC_CLAMP, HP_MAXSTAGE, TM_HAI) = range(28)
 # NIC window and host-side PFC (issue 12 items 1, 6); where ECN marks (item 3)
-(WIN_SCALE, HOST_PFC, HXOFF, HXON, HRXBUF, ECN_DEQ, X_NIC0, X_NIC1) = range(28, 36)
+(WIN_SCALE, HOST_PFC, HXOFF, HXON, HRXBUF, ECN_DEQ, RX_ON, WIN_ON) = range(28, 36)
 # DCQCN as NVIDIA documents it (item 5): clamp after a timer increase, spare slots
 (DC_CLAMPTI, DC_X0, DC_X1, DC_X2) = range(36, 40)
 NCI = 40
@@ -42,8 +42,8 @@ NCI = 40
  TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
 # DCQCN: the rate set on the first CNP (bit/s, 0: not set), spare slots
 (DC_FIRST, DC_XF0, DC_XF1) = range(16, 19)
-# the NIC: host receive drain rate, spare slots
-(X_NICF0, X_NICF1) = range(19, 21)
+# the NIC: host receive drain (ps per payload byte; nic.rx_gbps), spare slot
+(RX_PPB, X_NICF1) = range(19, 21)
 NCF = 21
 # congestion-control codes (CI[CC]), in the order of config.CC_NAMES
 CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
@@ -59,7 +59,11 @@ NPF = 4
 (T_QB, T_QPEAK, T_PAUSED, T_PSINCE, T_PAUSEDPS, T_PLONG, T_PFCTX, T_PFCRX, T_ING, T_XOFF,
  T_QH, T_QT) = range(12)
 NPT = 12
-U_USED, U_RESV = 0, 1  # NU: node shared-buffer bytes used, PFC headroom reserved
+# NU per node: shared-buffer bytes used, PFC headroom reserved (switches); a NIC's receive
+# buffer (nic.rx_gbps): bytes held, when its drain is free, FIFO head/tail (pool rows),
+# XOFF/XON thresholds, the one arc into it (-1: several)
+U_USED, U_RESV, U_RXB, U_RXBUSY, U_RXH, U_RXT, U_HXOFF, U_HXON, U_INP = range(9)
+NNU = 9
 # ---------------------------------------------------------------------- KI: packet pool
 (K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
  K_NINT) = range(14)
@@ -81,8 +85,8 @@ NQF = 12
 # ---------------------------------------------------------------------- events, frames
 # numpy scalars, not ints: numba compiles a function once per distinct *literal* int it is
 # called with, once for all int64 values
-E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER = (
-    np.arange(8, dtype=np.int64))
+E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER, E_RXDONE = (
+    np.arange(9, dtype=np.int64))
 DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
 ZERO, ONE, NIL = np.int64(0), np.int64(1), np.int64(-1)
 PAUSE_FRAME_BYTES = 64 + 20

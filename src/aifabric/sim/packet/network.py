@@ -6,7 +6,8 @@ propagation delay of the link. Arc ``2l`` is link ``l`` up and ``2l+1`` down, so
 reverse of arc ``a`` is ``a ^ 1`` (the Fabric convention).
 
 A *switch* node holds a shared buffer with dynamic thresholds, counts ingress bytes per
-(ingress port, priority) for PFC, and marks ECN (WRED) on enqueue. A *host* node is a
+(ingress port, priority) for PFC, and marks ECN (WRED, the port's own profile) on enqueue
+or dequeue (``packet.switch.ecn_mark``). A *host* node is a
 RoCE NIC: its egress ports pull MTU-sized packets from their queue pairs (QPs) round
 robin, each QP paced by its congestion control's rate (and window); the receiving NIC
 returns ACKs (cumulative), NAKs (go-back-N) and CNPs. Packets follow source routes: the
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from heapq import heappop
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -145,11 +147,13 @@ class QP:
                  "route", "rpath", "rroute", "size", "tag", "tc")
 
     def __init__(self, net: Network, qid: int, route: tuple[int, ...], size: int,
-                 tc: int) -> None:
+                 tc: int, ack_route: tuple[int, ...] | None = None) -> None:
         self.net = net
         self.id = qid
         self.route = route
-        self.rroute = tuple(a ^ 1 for a in reversed(route))
+        #: the arcs its ACKs, NAKs and CNPs take back (default: the data route reversed)
+        self.rroute = ack_route if ack_route is not None else \
+            tuple(a ^ 1 for a in reversed(route))
         self.path: tuple[Port, ...] = ()  # egress ports of route, set by the network
         self.rpath: tuple[Port, ...] = ()
         self.size = size
@@ -169,6 +173,12 @@ class QP:
     done_ps = _qp_int(L.Q_DONE)
     acked_at = _qp_int(L.Q_ACKEDAT)
     first_tx_ps = _qp_int(L.Q_FIRSTTX)  # its first data byte went on the wire
+
+    @property
+    def nic_window(self) -> float:
+        """The NIC's in-flight window (bytes; ``inf``: none) at line rate
+        (``packet.nic.window``)."""
+        return float(self.net.QF[self.id, L.F_WINB])
     retx_bytes = _qp_int(L.Q_RETX)
     dup_bytes = _qp_int(L.Q_DUP)
     timeouts = _qp_int(L.Q_TO)
@@ -216,7 +226,7 @@ class Network:
 
     ``arc_src``/``arc_dst``/``arc_gbps``/``arc_delay_ns`` describe every arc (2l, 2l+1 =
     link l up, down); ``is_host[n]`` marks NIC nodes (the rest are switches). Only arcs in
-    ``used_arcs`` get ports (routes and their reverses must be inside).
+    ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside).
 
     The arrays start at the sizes below and double when the run needs more.
     """
@@ -277,7 +287,8 @@ class Network:
         PI[:, L.P_FH] = -1
         PI[:, L.P_FT] = -1
         PI[:, L.P_WAKE] = -1
-        self.NU = NU = np.zeros((n_nodes, 2), dtype=np.int64)
+        self._wred_profiles(cfg.ecn)
+        self.NU = NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
         n_loss = sum(self.lossless)
         max_frame = self.mtu + self.hdr + self.ovh
         self.headroom: dict[int, int] = {}
@@ -299,6 +310,8 @@ class Network:
                                     f"({self.reserved[n]} bytes: ports x lossless "
                                     "priorities x headroom); allowed: a larger buffer or "
                                     "a smaller pfc.headroom_bytes"))
+        if nic.rx_gbps is not None:
+            self._rx_setup(nic, max_frame)
         self.G = np.zeros(L.NG, dtype=np.int64)
         self.CI = self._int_settings(cfg, tcs)
         self.CF = self._float_settings(cfg)
@@ -320,12 +333,39 @@ class Network:
         ev.next_seq = self._next_seq
 
     # ------------------------------------------------------------------ arrays
+    def _wred_profiles(self, ecn: Any) -> None:
+        """Each port's WRED profile (Kmin, Kmax, Pmax) into its own columns: the one of
+        its speed from ``ecn.by_speed``, else the single profile. Every speed of a switch
+        egress port must be in a non-empty ``by_speed``."""
+        PI, PF = self.PI, self.PF
+        gbps = PF[:, L.P_GBPS]
+        speeds = np.unique(gbps)
+        profiles = {float(g): ecn.for_speed(g) for g in speeds.tolist()}
+        switch = PI[:, L.P_HOST] == 0
+        missing = sorted({float(g) for g in np.unique(gbps[switch]).tolist()
+                          if profiles[float(g)] is None})
+        if missing:
+            raise SpecError(Problem("packet.ecn.by_speed", "no profile for port speed "
+                                    f"{', '.join(f'{g:g}' for g in missing)} Gbit/s of "
+                                    "this run's switch ports; allowed: a map by every port "
+                                    "speed (has: "
+                                    f"{', '.join(str(k) for k in sorted(ecn.by_speed))}; "
+                                    "a scenario's comes from deploy.qos.wred unless its "
+                                    "packet.ecn sets thresholds)"))
+        which = np.searchsorted(speeds, gbps)
+        for i, g in enumerate(speeds.tolist()):
+            e = profiles[float(g)] or ecn  # a NIC port's speed: not used for marking
+            at = which == i
+            PI[at, L.P_KMIN], PI[at, L.P_KMAX], PF[at, L.P_PMAX] = \
+                e.kmin_bytes, e.kmax_bytes, e.pmax
+
     def _int_settings(self, cfg: PacketConfig, tcs: list[int]) -> np.ndarray:
         ci = np.zeros(L.NCI, dtype=np.int64)
         ci[L.BUF] = cfg.buffer.size_bytes
         ci[L.XOFF], ci[L.XON] = cfg.pfc.xoff_bytes, cfg.pfc.xon_bytes
         ci[L.KMIN], ci[L.KMAX] = cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes
         ci[L.ECN_ON] = cfg.ecn.enabled
+        ci[L.ECN_DEQ] = cfg.switch.ecn_mark == "dequeue"
         ci[L.INT_ON] = self.int_on
         ci[L.OVH], ci[L.HDR], ci[L.MTU], ci[L.ACKB] = self.ovh, self.hdr, self.mtu, \
             self.ack_bytes
@@ -334,6 +374,12 @@ class Network:
         ci[L.RTO] = int(cfg.nic.rto_us * PS_PER_US)
         ci[L.ACKINT] = cfg.nic.ack_interval_packets
         ci[L.NTC] = len(tcs)
+        nic = cfg.nic
+        ci[L.WIN_ON] = nic.window != "none"
+        ci[L.WIN_SCALE] = nic.window_scales_with_rate
+        ci[L.RX_ON] = nic.rx_gbps is not None
+        ci[L.HOST_PFC] = nic.host_pfc.enabled
+        ci[L.HRXBUF] = nic.host_pfc.rx_buffer_bytes
         for i, tc in enumerate(tcs):
             ci[L.TC0 + i] = tc
         return ci
@@ -342,7 +388,42 @@ class Network:
         cf = np.zeros(L.NCF, dtype=np.float64)
         cf[L.ALPHA] = cfg.buffer.alpha
         cf[L.PMAX] = cfg.ecn.pmax
+        if cfg.nic.rx_gbps is not None:
+            cf[L.RX_PPB] = 8000.0 / cfg.nic.rx_gbps
         return cf
+
+    def _rx_setup(self, nic: Any, max_frame: int) -> None:
+        """The NICs' receive buffers (``nic.rx_gbps`` set): per host node its XOFF/XON
+        thresholds (default: the buffer less the headroom of its link, as for a switch
+        port; XON one frame lower, as the mlx5 driver sets them) and its arc in."""
+        PI, NU = self.PI, self.NU
+        hp = nic.host_pfc
+        into = np.flatnonzero(np.asarray(self.is_host, dtype=bool)[PI[:, L.P_DST]])
+        dst = PI[into, L.P_DST]
+        NU[:, L.U_RXH] = NU[:, L.U_RXT] = NU[:, L.U_INP] = -1
+        n_in = np.bincount(dst, minlength=len(NU))
+        one = n_in[dst] == 1
+        NU[dst[one], L.U_INP] = into[one]
+        gbps = self.PF[into, L.P_GBPS]
+        head = (2 * (PI[into, L.P_PROP] + PS_PER_US) * gbps / 8000).astype(np.int64) + \
+            2 * max_frame
+        room = np.zeros(len(NU), dtype=np.int64)  # links from switches (not NVLink, PCIe)
+        sw = PI[into, L.P_HOST] == 0
+        np.maximum.at(room, dst[sw], head[sw])
+        xoff = np.full(len(NU), hp.xoff_bytes if hp.xoff_bytes is not None else 0,
+                       dtype=np.int64)
+        if hp.xoff_bytes is None:
+            xoff[dst] = hp.rx_buffer_bytes - room[dst]
+            if hp.enabled and any(self.lossless) and len(dst) and xoff[dst].min() < max_frame:
+                i = int(dst[np.argmin(xoff[dst])])
+                raise SpecError(Problem("packet.nic.host_pfc.rx_buffer_bytes",
+                                        f"{hp.rx_buffer_bytes} bytes cannot hold the "
+                                        f"headroom of NIC {i}'s link ({int(room[i])} bytes) "
+                                        "and a frame; allowed: a larger rx_buffer_bytes or "
+                                        "an explicit xoff_bytes"))
+        NU[:, L.U_HXOFF] = xoff
+        NU[:, L.U_HXON] = hp.xon_bytes if hp.xon_bytes is not None else \
+            np.maximum(xoff - max_frame, 0)
 
     def _alloc_packets(self, n: int) -> None:
         self.KI = np.zeros((n, L.NKI), dtype=np.int64)
@@ -442,12 +523,18 @@ class Network:
 
     # ------------------------------------------------------------------ QPs
     def add_qp(self, route: Sequence[int], size_bytes: int, start_ps: int = 0,
-               on_done: Callable[[QP], None] | None = None, tag: Any = None) -> QP:
-        """A QP sending ``size_bytes`` along ``route`` (arcs), starting at ``start_ps``."""
+               on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
+               ack_route: Sequence[int] | None = None) -> QP:
+        """A QP sending ``size_bytes`` along ``route`` (arcs), starting at ``start_ps``.
+
+        ``ack_route``: the arcs its ACKs, NAKs and CNPs take from the receiver back to a
+        NIC (a route of its own: the return 5-tuple as the switches hash it); as many
+        hops as ``route``, starting where ``route`` ends. None: ``route`` reversed."""
         K = self.K
         route = tuple(int(a) for a in route)
         q = len(self.qps)
-        qp = QP(self, q, route, int(size_bytes), self.data_tc)
+        back = None if ack_route is None else self._check_ack_route(route, ack_route)
+        qp = QP(self, q, route, int(size_bytes), self.data_tc, back)
         qp.on_done, qp.tag = on_done, tag
         qp.path = tuple(self.ports[a] for a in route)
         qp.rpath = tuple(self.ports[a] for a in qp.rroute)
@@ -456,9 +543,7 @@ class Network:
         qp.line_bps = port.gbps * 1e9
         frame = self.mtu + self.hdr + self.ovh
         rtt = 0
-        for a in route:
-            p = self.ports[a]
-            r = self.ports[a ^ 1]
+        for p, r in zip(qp.path, qp.rpath, strict=True):
             rtt += p.prop_ps + p.ser_ps(frame) + r.prop_ps + r.ser_ps(self.ack_bytes + self.ovh)
         qp.base_rtt_ps = rtt
         if len(route) > self.H:
@@ -477,6 +562,9 @@ class Network:
         self.QR[q, 0, :len(route)] = [p.pid for p in qp.path]
         self.QR[q, 1, :len(route)] = [p.pid for p in qp.rpath]
         qf[L.F_LINE] = qp.line_bps
+        w = self.cfg.nic.window
+        qf[L.F_WINB] = np.inf if w == "none" else \
+            max(rtt * qp.line_bps / 8e12, self.mtu) if w == "bdp" else float(w)
         _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu)
         qp.cc = CongestionControl(self, q, self.cc_name)
         self.qps.append(qp)
@@ -484,6 +572,31 @@ class Network:
         self._pack()
         K.hpush(self.HT, self.G, max(int(start_ps), self.ev.now), L.E_QPSTART, q, 0)
         return qp
+
+    def _check_ack_route(self, route: tuple[int, ...], ack_route: Sequence[int]
+                         ) -> tuple[int, ...]:
+        """``ack_route`` as a tuple, checked: known arcs, a chain from the data route's
+        last node to a NIC, as many hops as the data route (the compiled loop walks
+        both directions with one hop count)."""
+        back = tuple(int(a) for a in ack_route)
+        ports = self.ports
+        why = ""
+        if len(back) != len(route):
+            why = f"has {len(back)} hops, the data route {len(route)}"
+        elif any(a not in ports for a in back):
+            why = f"uses arc {next(a for a in back if a not in ports)}, which has no port " \
+                "(not in used_arcs)"
+        elif route and ports[back[0]].src != ports[route[-1]].dst:
+            why = "does not start at the data route's last node (the receiver)"
+        elif any(ports[a].dst != ports[b].src for a, b in pairwise(back)):
+            why = "is not a chain of arcs"
+        elif back and not self.is_host[ports[back[-1]].dst]:
+            why = "does not end at a NIC"
+        if why:
+            raise SpecError(Problem("ack_route", f"{why}; allowed: the arcs from the "
+                                    "receiver back to the sender's NIC, as many as the "
+                                    "data route's"))
+        return back
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, limit: int) -> int:

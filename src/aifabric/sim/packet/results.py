@@ -1,5 +1,6 @@
 """What a packet run adds to the shared result tables: time series per port/queue and per
-QP, the alarm lines, and PNG plots of queue length and sending rate over time."""
+QP, flow completion times and slowdowns per QP, the alarm lines, and PNG plots of queue
+length and sending rate over time."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 from aifabric.sim.packet.run import PacketRun
 from aifabric.sim.results import SimResult
 
-__all__ = ["PAUSES_SHOWN", "attach_packet_results", "write_packet_plots"]
+__all__ = ["PAUSES_SHOWN", "attach_packet_results", "fct_summary", "write_packet_plots"]
 
 #: the most paused (port, priority) rows in the summary; all of them are in the
 #: ``packet_pauses`` table
@@ -20,8 +21,9 @@ PAUSES_SHOWN = 10
 
 def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> SimResult:
     """Add the packet tables (``packet_queues``, ``packet_flows``, ``packet_alarms``,
-    ``packet_pauses``) and a ``packet`` summary (counters, deadlocks, alarm lines, the
-    event estimate, pause ratios of the most paused queues) to ``res``; returns it."""
+    ``packet_pauses``, ``packet_fct``) and a ``packet`` summary (counters, deadlocks, alarm
+    lines, the event estimate, pause ratios of the most paused queues, flow completion
+    times and slowdowns: ``fct``, :func:`fct_summary`) to ``res``; returns it."""
     ps = dict(run.port_series)
     arcs = ps.get("arc", np.zeros(0, dtype=np.int64))
     names = np.array([run.arc_names.get(int(a), "") for a in np.unique(arcs)], dtype=object)
@@ -38,6 +40,8 @@ def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> Si
     pz = run.pauses
     if pz:
         res.tables["packet_pauses"] = dict(pz)
+    if run.fct:
+        res.tables["packet_fct"] = dict(run.fct)
     n = len(pz.get("port", ()))
     res.summary["packet"] = {
         **run.counters, "alarms": list(run.alarms),
@@ -51,8 +55,29 @@ def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> Si
                     "pause_ratio": float(pz["pause_ratio"][i]),
                     "longest_pause_ns": float(pz["longest_pause_ns"][i]),
                     "pause_frames_received": int(pz["pause_frames_received"][i])}
-                   for i in range(min(n, PAUSES_SHOWN))]}
+                   for i in range(min(n, PAUSES_SHOWN))],
+        "fct": fct_summary(run.fct)}
     return res
+
+
+def fct_summary(fct: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Flows (QPs), how many finished, and percentiles over the finished ones: slowdown
+    p50/p90/p99/max, FCT (last byte received - start) and the sender-side completion
+    (last ACK - start) p50/p99/max, in ns (None where no flow finished)."""
+    sd = np.asarray(fct.get("slowdown", np.zeros(0)), dtype=np.float64)
+    ok = ~np.isnan(sd)
+    out: dict[str, Any] = {"count": len(sd), "finished": int(ok.sum())}
+
+    def pct(v: np.ndarray, qs: tuple[int, ...], name: str) -> None:
+        v = v[~np.isnan(v)]
+        for q in qs:
+            out[f"{name}_p{q}"] = float(np.percentile(v, q)) if len(v) else None
+        out[f"{name}_max"] = float(v.max()) if len(v) else None
+
+    pct(sd, (50, 90, 99), "slowdown")
+    pct(np.asarray(fct.get("fct_ns", sd), dtype=np.float64)[ok], (50, 99), "fct_ns")
+    pct(np.asarray(fct.get("completion_ns", sd), dtype=np.float64), (50, 99), "completion_ns")
+    return out
 
 
 def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:

@@ -26,8 +26,8 @@ from aifabric.sim.packet.sim import PacketSim
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
-__all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "estimate_events", "flow_routes", "route_hops",
-           "run_packet"]
+__all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "ack_routes", "estimate_events", "flow_routes",
+           "route_hops", "run_packet"]
 
 #: the most events a packet run may be estimated at before it is refused (``--max-events``):
 #: about 2-3 minutes of the compiled loop at ~1.3 M events/s
@@ -51,6 +51,10 @@ class PacketRun(FlowRun):
     arc_names: dict[int, str] = field(default_factory=dict)
     pauses: dict[str, np.ndarray] = field(default_factory=dict)
     estimate: dict[str, float] = field(default_factory=dict)
+    #: one row per QP (:meth:`PacketSim.fct`) plus its ``stage`` and ``transfer``
+    fct: dict[str, np.ndarray] = field(default_factory=dict)
+    #: per flow row of the paths: the arcs its ACKs, NAKs and CNPs took back
+    ack_routes: list[tuple[int, ...]] = field(default_factory=list)
 
 
 def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
@@ -86,6 +90,115 @@ def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
             route = route[nic[0]:last + 1]
         out.append(tuple(route))
     return out
+
+
+def ack_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
+               routing: Any = None, *, failures: Any = None, seed: int = 0,
+               pinned: Any = None) -> tuple[list[tuple[int, ...] | None], dict[str, int]]:
+    """The return route of every flow row (QP) of a packet run whose data routes are
+    ``routes`` (:func:`flow_routes` of :func:`aifabric.sim.paths.route_dag` called with
+    the same ``routing``, ``failures``, ``seed`` and ``pinned``): the route the fabric
+    gives the QP's return 5-tuple, cut NIC to NIC; None where the data route reversed is
+    used instead.
+
+    The return 5-tuple is the data's with the IPs swapped and the same UDP source port:
+    a RoCE NIC derives a QP's source port from its flow label, and with none set Linux
+    (``rdma_calc_flow_label(lqpn, rqpn)``, mlx5) folds the product of the two QP numbers,
+    so requester and responder pick the same port. It leaves the receiving NIC port and
+    is routed by :func:`aifabric.routing.route` in one call for all QPs (the policy, its
+    hash seeds and failures as for the data; ``source_port``: the responder's host steers
+    its own QP the same way; ``adaptive``: the return flows are balanced among
+    themselves; ``spray``: the heaviest branch, as for data). The reversed data route is
+    kept, and counted, for: same-host flows (``local``: NVLink, no network), pinned
+    connections, and a return route whose hop count differs from the data route's (the
+    compiled loop walks both with one count; a guard: links fail in both directions, so
+    shortest-path routing gives both ways the same length) or that does not come back to
+    the sender's NIC.
+
+    Returns the routes and counts: ``qps``, ``hashed`` (given a route of their own),
+    ``same_as_reverse`` (of those, equal to the reversed data route), ``local``,
+    ``fallback_pinned``, ``fallback_hops``, ``fallback_other``."""
+    from aifabric.routing._topo import host_side
+    from aifabric.routing.flows import FlowSet, make_flows
+    from aifabric.routing.route import _via_gpu, route
+    from aifabric.sim.paths import _pinned_connections, connections
+
+    pol = routing if routing is not None else f.spec.routing
+    n = len(routes)
+    out: list[tuple[int, ...] | None] = [None] * n
+    info = {"qps": n, "hashed": 0, "same_as_reverse": 0, "local": 0, "fallback_pinned": 0,
+            "fallback_hops": 0, "fallback_other": 0}
+    src, dst, xconn = connections(dag)
+    Q = int(pol.qps_per_connection)
+    if not n or n != len(src) * Q:  # not the rows route_dag makes: keep them reversed
+        info["fallback_other"] = n
+        return out, info
+    # exactly as route_dag routes the connections that are not pinned
+    moved = dag.size_bytes * dag.repeat[dag.xfer_stage]
+    conn_bytes = np.maximum(np.bincount(xconn, weights=moved, minlength=len(src)), 1)
+    pin_of = _pinned_connections(src, dst, pinned)
+    free = np.arange(len(src)) if pin_of is None else np.flatnonzero(pin_of < 0)
+    info["fallback_pinned"] = (len(src) - len(free)) * Q
+    if not len(free):
+        return out, info
+    flows = make_flows(f, src[free], dst[free], conn_bytes[free].astype(np.int64),
+                       qps_per_connection=Q, nic_port_choice=pol.nic_port_choice, seed=seed)
+    kw: dict[str, Any] = {} if failures is None else {"failures": failures}
+    fwd = route(f, flows, pol, **kw)
+    row = free[flows.conn] * Q + flows.qp  # route_dag's rows: connection-major
+    fl = fwd.flows
+    local = (fl.src_nic < 0) | (fl.dst_nic < 0)  # same host: NVLink, no network
+    net = ~local & ~fwd.unreachable
+    idx = np.flatnonzero(net)
+    info["local"] = int(local.sum())
+    info["fallback_other"] += int((~net & ~local).sum())
+    if not len(idx):
+        return out, info
+    hs = host_side(f)
+    back_gpu = _via_gpu(f, hs, fl.src_gpu[idx], f.nodes.rail[fl.src_nic[idx]].astype(np.int64))
+    rev = FlowSet(src_gpu=fl.dst_gpu[idx], dst_gpu=back_gpu, conn=fl.conn[idx], qp=fl.qp[idx],
+                  src_nic=fl.dst_nic[idx], dst_nic=fl.src_nic[idx], src_ip=fl.dst_ip[idx],
+                  dst_ip=fl.src_ip[idx], sport=fl.sport[idx], dport=fl.dport[idx],
+                  proto=fl.proto[idx], size_bytes=fl.size_bytes[idx])
+    back = route(f, rev, pol, **kw)
+    fwd_routes = _nic_to_nic(f, fwd)
+    back_routes = _nic_to_nic(f, back)
+    src_a, dst_a, _ = f.arcs
+    host, rail = f.nodes.host, f.nodes.rail
+    for j, i in enumerate(idx.tolist()):  # QPs of a packet run: thousands at most
+        r = int(row[i])
+        data, ret = routes[r], back_routes[j]
+        if fwd_routes[i] != data or back.unreachable[j] or not ret or not data:
+            info["fallback_other"] += 1
+        elif len(ret) != len(data):
+            info["fallback_hops"] += 1
+        elif (int(src_a[ret[0]]) != int(dst_a[data[-1]])
+              or host[dst_a[ret[-1]]] != host[src_a[data[0]]]
+              or rail[dst_a[ret[-1]]] != rail[src_a[data[0]]]):
+            info["fallback_other"] += 1
+        else:
+            out[r] = ret
+            info["hashed"] += 1
+            info["same_as_reverse"] += ret == tuple(a ^ 1 for a in reversed(data))
+    return out, info
+
+
+def _nic_to_nic(f: Fabric, routed: Any) -> list[tuple[int, ...]]:
+    """:func:`flow_routes` of a :class:`~aifabric.routing.route.Routed`; for a
+    single-path policy (its arcs in hop order) without the per-row walk: the arcs
+    between network nodes (NICs and switches) of each path."""
+    if routed.frac is not None:
+        return flow_routes(f, routed)
+    src, dst, _ = f.arcs
+    net = f.nodes.kind >= NodeKind.NIC
+    a = routed.arcs
+    keep = net[src[a]] & net[dst[a]]
+    cnt = np.bincount(routed.entry_flow[keep], minlength=len(routed)) if len(a) else \
+        np.zeros(len(routed), dtype=np.int64)
+    kept = a[keep].tolist()
+    ends = np.cumsum(cnt).tolist()
+    starts = [0, *ends[:-1]]
+    return [tuple(kept[i:j]) for i, j in zip(starts, ends, strict=True)]
 
 
 def route_hops(f: Fabric, paths: Paths) -> np.ndarray:
@@ -130,7 +243,9 @@ def estimate_events(dag: TransferDAG, conn_ptr: np.ndarray, xfer_conn: np.ndarra
     per_qp = np.ceil(size / k / cfg.nic.mtu_payload_bytes)  # data frames of one QP
     acks = 1.0 + 1.0 / cfg.nic.ack_interval_packets
     frames = float(np.sum(reps * per_qp * k))
-    ev = float(np.sum(reps * (per_qp * hop1 * acks * EVENTS_PER_FRAME_HOP + k * EVENTS_PER_QP)))
+    rx = 1.0 if cfg.nic.rx_gbps is not None else 0.0  # a receive drain: its end per frame
+    ev = float(np.sum(reps * (per_qp * hop1 * acks * EVENTS_PER_FRAME_HOP + per_qp * k * rx
+                              + k * EVENTS_PER_QP)))
     return {"events": ev, "bytes": float(np.sum(reps * size)), "frames": frames,
             "hops": float(np.sum(reps * per_qp * hop1)) / frames - 1 if frames else 0.0}
 
@@ -150,9 +265,14 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                cfg: PacketConfig, *, arc_group: np.ndarray | None = None, n_groups: int = 1,
                progress: Callable[[int], None] | None = None,
                max_events: float | None = DEFAULT_MAX_EVENTS,
-               events_progress: Callable[[int, int], None] | None = None) -> PacketRun:
+               events_progress: Callable[[int, int], None] | None = None,
+               routing: Any = None, failures: Any = None, seed: int = 0,
+               pinned: Any = None) -> PacketRun:
     """Simulate ``dag`` packet by packet; ``xfer_conn[i]`` is the connection of transfer
-    i in ``paths``.
+    i in ``paths``, routed by :func:`aifabric.sim.paths.route_dag` with ``routing``
+    (None: the spec's), ``failures``, ``seed`` and ``pinned``: with
+    ``packet.nic.ack_path: hashed`` the ACKs of each QP are routed with them too
+    (:func:`ack_routes`); ``reverse``: they retrace the data route.
 
     Before anything runs, the run's events are estimated (:func:`estimate_events`): above
     ``max_events`` (None: no limit) it is refused with a :class:`SpecError` that says how
@@ -165,7 +285,16 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     if max_events is not None and est["events"] > max_events:
         raise _refuse(est, max_events)
     routes = flow_routes(f, paths)
-    used = sorted({a for r in routes for a in r})
+    if cfg.nic.ack_path == "hashed":
+        backs, ack_info = ack_routes(f, dag, routes, routing, failures=failures, seed=seed,
+                                     pinned=pinned)
+    else:
+        backs = [None] * len(routes)
+        ack_info = {"qps": len(routes), "hashed": 0, "same_as_reverse": 0, "local": 0,
+                    "fallback_pinned": 0, "fallback_hops": 0, "fallback_other": 0}
+    rev_routes = [b if b is not None else tuple(a ^ 1 for a in reversed(r))
+                  for r, b in zip(routes, backs, strict=True)]
+    used = sorted({a for r in routes for a in r} | {a for r in rev_routes for a in r})
     kind = f.nodes.kind
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
     sim = PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
@@ -219,7 +348,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
             x_rep_end[x] = t
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
-                sim.add_flow(routes[r], part, on_done=qp_done, tag=(s, x))
+                sim.add_flow(routes[r], part, on_done=qp_done, tag=(s, x), ack_route=backs[r])
             n += 1
         outstanding[s] = n
         if n == 0:
@@ -291,7 +420,18 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     return PacketRun(
         st_start, st_end, x_start, x_end, min_gbps, bott, arc_bytes, peak, tl, tg,
         sim.events, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
-        counters=sim.counters(), deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
+        counters={**sim.counters(), "ack_paths": {"mode": cfg.nic.ack_path, **ack_info}},
+        ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
                                             for d in sim.deadlocks],
-        alarms=sim.alarms(), pauses=sim.pauses(), estimate=est,
+        alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
         arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
+
+
+def _fct_table(sim: PacketSim) -> dict[str, np.ndarray]:
+    """:meth:`PacketSim.fct` with each QP's stage and transfer (rows of the
+    ``transfers`` table) after its number."""
+    f = sim.fct()
+    tags = [q.tag if isinstance(q.tag, tuple) else (-1, -1) for q in sim.qps]  # QPs
+    st = np.array([t[0] for t in tags], dtype=np.int64)
+    xf = np.array([t[1] for t in tags], dtype=np.int64)
+    return {"qp": f.pop("qp"), "stage": st, "transfer": xf, **f}

@@ -54,6 +54,8 @@ class PacketSim:
         self.deadlocks: list[dict[str, Any]] = []
         self._cycle_prev: tuple[frozenset[int], tuple[int, ...]] | None = None
         self.stop_on_deadlock = True
+        #: :meth:`run` goes on after the last delivery until the last ACKs are back
+        self.wait_for_acks = True
         self._started = False
         #: called now and then during :meth:`run` with the events processed so far (a
         #: progress bar); ``None``: no call, no extra event
@@ -64,8 +66,11 @@ class PacketSim:
 
     # ----------------------------------------------------------------- flows
     def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
-                 on_done: Callable[[QP], None] | None = None, tag: Any = None) -> QP:
-        """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``."""
+                 on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
+                 ack_route: Sequence[int] | None = None) -> QP:
+        """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``; its ACKs,
+        NAKs and CNPs come back along ``ack_route`` (as many hops as ``route``; None:
+        ``route`` reversed)."""
         self.pending += 1
 
         def done(qp: QP) -> None:
@@ -76,7 +81,8 @@ class PacketSim:
                 self.ev.stop()
 
         return self.net.add_qp(route, size_bytes, int(start_ns * PS_PER_NS) +
-                               (self.ev.now if start_ns == 0 else 0), done, tag)
+                               (self.ev.now if start_ns == 0 else 0), done, tag,
+                               ack_route=ack_route)
 
     @property
     def qps(self) -> list[QP]:
@@ -84,7 +90,9 @@ class PacketSim:
 
     def run(self, until_ns: float | None = None) -> None:
         """Run until every flow is delivered (or ``keep_running`` says so), a deadlock is
-        confirmed, or ``until_ns`` (default: the config's ``until_ms``)."""
+        confirmed, or ``until_ns`` (default: the config's ``until_ms``); then, with
+        ``wait_for_acks``, on until the last ACK of every delivered flow is back at its
+        sender (its sender-side completion, :meth:`fct`; within 100 ns)."""
         if not self._started:
             self._started = True
             self.ev.at(self.ev.now, self._sample, None)
@@ -95,7 +103,25 @@ class PacketSim:
         limit = int((until_ns if until_ns is not None else self.cfg.until_ms * 1e6) * PS_PER_NS)
         if self.keep_running():
             self.ev.run(limit)
+        if self.wait_for_acks:
+            self._drain_acks(limit)
         self._sample(None, reschedule=False)
+
+    def _drain_acks(self, limit: int) -> None:
+        """Run on in steps of 100 ns (longer after a while) until every delivered flow
+        has its last ACK, a deadlock is found, or ``limit``: the frames in flight after
+        the last delivery are ACKs and a few retransmissions, microseconds of work."""
+        i = 0
+        while not self.deadlocks and self.ev.now < limit:
+            q = self.net.QI[:len(self.net.qps)]  # (the arrays grow: read them anew)
+            if not np.any((q[:, L.Q_DONE] >= 0) & (q[:, L.Q_ACKEDAT] < 0)
+                          & (q[:, L.Q_SIZE] > 0)):
+                return
+            t = self.ev.now
+            self.ev.run(min(limit, t + (100 * PS_PER_NS << min(i // 64, 10))))
+            if self.ev.now == t and not self.ev.heap:  # nothing left to happen
+                return
+            i += 1
 
     @property
     def now_ns(self) -> float:
@@ -184,6 +210,57 @@ class PacketSim:
     def qp_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, QP): sending rate and cumulative progress counters."""
         return _table(self._qp_blocks, QP_COLUMNS)
+
+    def fct(self) -> dict[str, np.ndarray]:
+        """One row per QP (flow), in the order they were added: its endpoints, size, the
+        times of its life and how much slower than on an idle path it finished.
+
+        - ``start_ns``: the QP starts (``add_flow``'s ``start_ns``); ``first_tx_ns``: its
+          first data frame goes on the wire; ``last_rx_ns``: the receiver has the last
+          byte (in order); ``last_ack_ns``: the ACK of the last byte reaches the sender;
+        - ``fct_ns`` = last_rx - start (the flow completion time: the data is there);
+          ``completion_ns`` = last_ack - start (the sender's completion, what ns-3's RDMA
+          simulator writes in fct.txt and htsim prints as "finished at");
+        - ``ideal_ns``/``ideal_completion_ns``: the same two on the idle path (closed
+          form, see :func:`ideal_times`); ``slowdown`` = fct / ideal (1.0: as fast as the
+          path allows; a lone flow gets 1.00);
+        - ``hops`` and ``bottleneck_gbps`` of its route.
+
+        A flow not finished when the run stopped has NaN where it did not get to (its
+        fct, completion and slowdown)."""
+        net = self.net
+        n = len(net.qps)
+        QI, QR = net.QI[:n], net.QR[:n]
+        G, HT = net.G, net.HT
+        start = QI[:, L.Q_START].astype(np.float64)
+        pend = HT[:int(G[L.HSIZE])]  # QPs whose start event has not fired yet
+        pend = pend[pend[:, 2] == L.E_QPSTART]
+        start[pend[:, 3]] = pend[:, 0]
+
+        def t(col: int) -> np.ndarray:
+            v = QI[:, col].astype(np.float64)
+            return np.where(v >= 0, v, np.nan)
+
+        first, rx, ack = t(L.Q_FIRSTTX), t(L.Q_DONE), t(L.Q_ACKEDAT)
+        empty = QI[:, L.Q_SIZE] <= 0  # nothing to send: done at its start
+        ack = np.where(empty & ~np.isnan(rx), rx, ack)
+        ideal, ideal_c, hops, bott = ideal_times(self)
+        PI = net.PI
+        names = np.array(self.names, dtype=object)
+        last = QR[np.arange(n), 0, np.maximum(hops - 1, 0)]
+        fct = (rx - start) / PS_PER_NS
+        with np.errstate(invalid="ignore", divide="ignore"):
+            slow = np.where(ideal > 0, fct / np.where(ideal > 0, ideal, 1.0), np.nan)
+        slow[empty] = np.where(np.isnan(fct[empty]), np.nan, 1.0)
+        return {"qp": np.arange(n, dtype=np.int64),
+                "src": names[PI[QR[:, 0, 0], L.P_SRC]] if n else names[:0],
+                "dst": names[PI[last, L.P_DST]] if n else names[:0],
+                "size_bytes": QI[:, L.Q_SIZE].copy(), "hops": hops,
+                "bottleneck_gbps": bott, "start_ns": start / PS_PER_NS,
+                "first_tx_ns": first / PS_PER_NS, "last_rx_ns": rx / PS_PER_NS,
+                "last_ack_ns": ack / PS_PER_NS, "fct_ns": fct,
+                "completion_ns": (ack - start) / PS_PER_NS, "ideal_ns": ideal,
+                "ideal_completion_ns": ideal_c, "slowdown": slow}
 
     # ----------------------------------------------------------------- deadlock
     def _check(self, _: Any) -> None:
@@ -287,6 +364,70 @@ class PacketSim:
                        f"continuously {p['longest_pause_ns'][i] / 1e6:.3f} ms (detection "
                        f"time {wd:g} ms){end}")
         return out
+
+
+def ideal_times(sim: PacketSim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per QP: its flow completion time and sender-side completion time on an idle path
+    (ns), its hops and its route's bottleneck (Gbit/s).
+
+    The frames are the QP's own (``size`` in MTU payloads, the last one shorter, each
+    with ``header_bytes`` + ``wire_overhead_bytes`` on the wire) and every hop stores and
+    forwards them as the simulator does: serialization (rounded to the picosecond per
+    frame, as the simulator does) at each hop's rate plus its propagation delay. The
+    last byte arrives after the longest path through the (frame, hop) grid: every frame
+    through the slowest hop, one frame through each faster one — for a path of one rate
+    r, ``h`` hops and full frames of ``w`` bytes on the wire in all,
+    ``w/r + (h - 1) x frame/r + propagation``. With ``nic.rx_gbps`` the receiving host's
+    drain (payload at rx_gbps) is one more such stage. The sender-side completion adds
+    the way back of the last ACK (``ack_bytes`` + overhead at each hop of the ACK route,
+    plus propagation).
+    Together they are ``w / bottleneck + base RTT - one frame's serialization``, with the
+    base RTT of :meth:`Network.add_qp` (a frame and an ACK serialized at every hop,
+    propagation both ways), exactly when the path has one rate."""
+    net = sim.net
+    qps = net.qps
+    n = len(qps)
+    QI, QR, PI, PF = net.QI[:n], net.QR[:n], net.PI, net.PF
+    hops = QI[:, L.Q_LEN].astype(np.int64)
+    rhops = np.fromiter((len(q.rpath) for q in qps), dtype=np.int64, count=n)
+    H = QR.shape[2]
+    col = np.arange(H)
+    fwd = col < hops[:, None]
+    rev = col < rhops[:, None]
+    pf = np.where(fwd, QR[:, 0, :], 0)
+    pr = np.where(rev, QR[:, 1, :], 0)
+    ppb = PF[pf, L.P_PPB]
+    mtu, hdr, ovh = net.mtu, net.hdr, net.ovh
+    size = QI[:, L.Q_SIZE]
+    frames = np.maximum((size + mtu - 1) // mtu, 1)
+    lastpay = size - (frames - 1) * mtu
+    full = np.floor((mtu + hdr + ovh) * ppb + 0.5)  # ps per hop, as send_frame rounds
+    lastf = np.floor((lastpay + hdr + ovh)[:, None] * ppb + 0.5)
+    rx_gbps = net.cfg.nic.rx_gbps
+    if rx_gbps is not None:  # the receiving host takes the payload at rx_gbps: one more
+        rppb = 8000.0 / rx_gbps  # stage after the last hop (after the padding: no-ops)
+        H += 1
+        fwd = np.concatenate([fwd, np.ones((n, 1), dtype=bool)], axis=1)
+        full = np.concatenate([full, np.full((n, 1), np.floor(mtu * rppb + 0.5))], axis=1)
+        lastf = np.concatenate([lastf, np.floor(lastpay * rppb + 0.5)[:, None]], axis=1)
+    # longest path to (frame N-1, hop h): every hop up to h once, plus N-2 more frames
+    # through the slowest of them; then frame N: (N, h) = max((N, h-1), (N-1, h)) + its
+    # serialization at h
+    pre = np.cumsum(np.where(fwd, full, 0.0), axis=1) + (frames - 2)[:, None] * \
+        np.maximum.accumulate(np.where(fwd, full, 0.0), axis=1)
+    pre = np.where(frames[:, None] >= 2, pre, -np.inf)
+    b = np.where(frames >= 2, pre[:, 0], 0.0) + lastf[:, 0]
+    for h in range(1, H):  # hops: 8 at most
+        b = np.where(fwd[:, h], np.maximum(b, pre[:, h]) + lastf[:, h], b)
+    prop = np.where(col < hops[:, None], PI[pf, L.P_PROP], 0).sum(axis=1)
+    rx = prop + b
+    ackser = np.floor((net.ack_bytes + ovh) * PF[pr, L.P_PPB] + 0.5)
+    back = np.where(rev, PI[pr, L.P_PROP] + ackser, 0.0).sum(axis=1)
+    gbps = np.where(col < hops[:, None], PF[pf, L.P_GBPS], np.inf).min(axis=1) if n \
+        else np.zeros(0)
+    empty = (size <= 0) | (hops <= 0)
+    rx = np.where(empty, 0.0, rx)
+    return rx / PS_PER_NS, np.where(empty, 0.0, rx + back) / PS_PER_NS, hops, gbps
 
 
 def _table(blocks: list[dict[str, np.ndarray]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:

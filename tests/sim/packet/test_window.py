@@ -1,0 +1,128 @@
+"""The NIC's per-QP in-flight window (``packet.nic.window``, issue 12 item 1): a sender
+never has more than the window un-acknowledged, so one flow moves min(line, W / RTT);
+``bdp`` windows bound an incast's queue; ``window_scales_with_rate`` shrinks the window
+with the congestion control's rate (W x rate / line, HPCC's reference ns-3 simulator)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aifabric.errors import SpecError
+from aifabric.sim.packet.config import packet_config_from_dict
+from aifabric.sim.packet.sim import Topology
+from tests.sim.packet.nets import config, incast
+
+MTU = 4096
+LINE_GOODPUT = 100e9 * MTU / (MTU + 62 + 20)  # payload bit/s of a 100G link
+
+
+def _one_flow(cfg, size):
+    t = Topology()
+    h0, h1, s = t.host("h0"), t.host("h1"), t.switch("s")
+    t.link(h0, s, 100, 1000)
+    t.link(s, h1, 100, 1000)
+    sim = t.sim(cfg)
+    qp = sim.add_flow(t.route(h0, s, h1), size)
+    return sim, qp
+
+
+def _steady_goodput(sim, qp):
+    """Delivered payload bit/s between 25% and 75% of the flow's time (samples)."""
+    q = sim.qp_series()
+    m = q["qp"] == qp.id
+    t, d = q["time_ns"][m], q["delivered_bytes"][m]
+    t0, t1 = qp.first_tx_ps / 1e3, qp.done_ps / 1e3
+    i, j = np.searchsorted(t, [t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0)])
+    return (d[j] - d[i]) * 8e9 / (t[j] - t[i])
+
+
+@pytest.mark.parametrize("packets", [2, 6, 24])
+def test_one_flow_moves_min_of_line_and_window_over_rtt(packets):
+    """Window W (whole packets: 2 and 6 below the path's BDP of ~14 packets, 24 above),
+    RTT R (the QP's unloaded RTT): steady goodput = min(line goodput, W / R) within 1%;
+    and in flight never more than W."""
+    w = packets * MTU
+    sim, qp = _one_flow(config(cc={"algorithm": "none"}, sample_us=2,
+                               nic={"window": w}), 3_000_000)
+    seen = []
+
+    def watch(_):
+        seen.append(qp.snd_nxt - qp.snd_una)
+        if qp.done_ps < 0:
+            sim.ev.at(sim.ev.now + 500_000, watch)
+
+    sim.ev.at(0, watch)
+    sim.run()
+    assert qp.done_ps > 0 and qp.nic_window == w
+    want = min(LINE_GOODPUT, w * 8e12 / qp.base_rtt_ps)
+    assert _steady_goodput(sim, qp) == pytest.approx(want, rel=0.01)
+    assert 0 < max(seen) <= w
+
+
+def test_bdp_window_is_base_rtt_times_line_rate_per_qp():
+    _, qp = _one_flow(config(nic={"window": "bdp"}), 10_000)
+    assert qp.nic_window == pytest.approx(qp.base_rtt_ps * qp.line_bps / 8e12)
+    _, qp = _one_flow(config(), 10_000)
+    assert qp.nic_window == np.inf
+
+
+@pytest.mark.parametrize("cc", ["none", "dcqcn"])
+def test_incast_with_bdp_windows_keeps_the_queue_under_16_bdp(cc):
+    """16 senders to one receiver: with ``bdp`` windows the bottleneck queue stays under
+    16 x BDP (each QP has at most one BDP in flight); without windows it exceeds it."""
+    peaks = {}
+    for window in ("bdp", "none"):
+        sim, qps, arc = incast(config(cc={"algorithm": cc}, nic={"window": window}), n=16,
+                               size=2_000_000)
+        sim.run()
+        assert all(q.done_ps > 0 for q in qps)
+        bdp = qps[0].base_rtt_ps * qps[0].line_bps / 8e12
+        peaks[window] = max(sim.net.ports[arc].q_peak) / bdp
+    assert peaks["bdp"] < 16 < peaks["none"]
+
+
+def _cut_rate(scale):
+    """One DCQCN flow with an 8-packet window (below the BDP); at 60 us a CNP cuts its
+    rate (no recovery: timer and byte counter out of reach). Returns samples of (rate /
+    line, bytes in flight) every 0.5 us and the window."""
+    w = 8 * MTU
+    cfg = config(sample_us=1000, nic={"window": w, "window_scales_with_rate": scale},
+                 cc={"dcqcn": {"rpg_time_reset": 1_000_000, "rpg_byte_reset": 1 << 31}})
+    sim, qp = _one_flow(cfg, 6_000_000)
+    seen = []
+
+    def watch(_):
+        seen.append((qp.cc.rate / qp.line_bps, qp.snd_nxt - qp.snd_una, sim.ev.now))
+        if qp.done_ps < 0 and sim.ev.now < 200_000_000:
+            sim.ev.at(sim.ev.now + 500_000, watch)
+
+    sim.ev.at(0, watch)
+    sim.ev.at(60_000_000, lambda _: qp.cc.on_cnp(sim.ev.now))
+    sim.run(until_ns=200_000)
+    return np.array(seen), w
+
+
+def test_window_scales_with_rate_follows_the_rate():
+    """With ``window_scales_with_rate`` the bytes in flight stay within W x rate / line
+    and reach it (less one packet) both at line rate and after a CNP halves the rate;
+    without it, the flow keeps more than W x rate / line in flight after the cut."""
+    s, w = _cut_rate(True)
+    before, after = s[(s[:, 2] > 20e6) & (s[:, 2] < 60e6)], s[s[:, 2] > 80e6]
+    assert np.all(before[:, 0] == 1) and 0.4 < after[0, 0] < 0.6
+    assert np.all(after[:, 0] == after[0, 0])  # no recovery in the test's time
+    for part in (before, after):
+        lim = w * part[:, 0]
+        assert np.all(part[:, 1] <= lim)
+        assert part[:, 1].max() > lim[0] - MTU
+    s, w = _cut_rate(False)
+    after = s[s[:, 2] > 80e6]
+    assert after[:, 1].max() > w * after[0, 0]
+
+
+@pytest.mark.parametrize("bad", [1000, 4095, "bpd", "4096", -1, True])
+def test_a_window_below_one_mtu_or_not_a_window_is_one_problem(bad):
+    with pytest.raises(SpecError) as err:
+        packet_config_from_dict({"nic": {"window": bad}})
+    probs = err.value.problems
+    assert len(probs) == 1 and probs[0].path == "packet.nic.window"
