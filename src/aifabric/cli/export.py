@@ -1,4 +1,6 @@
-"""``aifabric export SPEC --format json|graphml|dot``: the fabric for other graph tools."""
+"""``aifabric export SPEC --format json|graphml|dot``: the fabric for other graph tools;
+``aifabric export SCENARIO --format ns3-rdma|htsim``: a scenario for the reference packet
+simulators (:mod:`aifabric.crosscheck`)."""
 
 from __future__ import annotations
 
@@ -9,32 +11,112 @@ from pathlib import Path
 import typer
 
 from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, write_atomic
-from aifabric.export import FORMATS
+
+#: the formats that take a scenario and write a folder
+SCENARIO_FORMATS = ("ns3-rdma", "htsim")
 
 
 class Format(StrEnum):
     json = "json"
     graphml = "graphml"
     dot = "dot"
+    ns3_rdma = "ns3-rdma"
+    htsim = "htsim"
+
+
+class StartTimes(StrEnum):
+    zero = "zero"
+    flow = "flow"
+
+
+def _is_scenario(path: Path) -> bool:
+    """A scenario names its fabric under ``spec``; a spec has none."""
+    from aifabric.spec.load import load_yaml
+
+    doc = load_yaml(path)
+    return isinstance(doc, dict) and "spec" in doc
 
 
 def export(
-    spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
+    spec: Path = typer.Argument(..., help="cluster spec (YAML); a scenario for ns3-rdma "
+                                "and htsim (its spec for the graph formats)"),
     format: Format = typer.Option(Format.json, "--format", "-f", help="output format"),
     out: Path | None = typer.Option(None, "--out", "-o",
-                                    help="output file (default: <spec name>.<format>)"),
+                                    help="output file (default: the spec's name + .json, "
+                                    ".graphml or .dot); a folder for ns3-rdma and htsim "
+                                    "(default: the scenario's name + -ns3-rdma or -htsim)"),
+    start_times: StartTimes = typer.Option(
+        StartTimes.zero, "--start-times", help="ns3-rdma, htsim: zero = every flow at 0 "
+        "(scenarios whose transfers do not wait for others); flow = when the flow-level "
+        "simulation starts each transfer"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
-    """Write the fabric as node-link JSON (NetworkX), GraphML (Gephi) or DOT (Graphviz)."""
+    """Write the fabric as node-link JSON (NetworkX), GraphML (Gephi) or DOT (Graphviz).
+
+    With ``--format ns3-rdma`` or ``htsim`` and a scenario: the input files of ns-3's
+    RDMA simulator (HPCC repository) or htsim (csg-htsim), for cross-checking ``sim:
+    packet``, in a folder with a NOTES.md of which settings map and how."""
+    if format.value in SCENARIO_FORMATS:
+        _export_scenario(spec, format.value, out, start_times.value)
+        return
+    from aifabric.export import FORMATS
     from aifabric.outputs import check_target
 
-    (s,) = load_specs([spec])
+    if _is_scenario(spec):
+        from aifabric.scenario import load_scenario
+        from aifabric.sim.scenario import SimScenario
+
+        sc = load_scenario(spec, SimScenario)
+        s, spec_file = sc.spec, sc.spec_file or spec
+    else:
+        (s,) = load_specs([spec])
+        spec_file = spec
     suffix, writer = FORMATS[format.value]
     target = out or Path(f"{s.name}{suffix}")
     check_target(target, option="--out", folder=False)  # before any work
-    fabric = build(s, spec)
+    fabric = build(s, spec_file)
     buf = io.StringIO()
     writer(fabric, buf)
     write_atomic(target, buf.getvalue(), option="--out")
     console.print(f"wrote {target}: {fabric.n_nodes:,} nodes, {fabric.n_links:,} links "
                   f"({format.value})")
+
+
+def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -> None:
+    from aifabric.crosscheck import export_scenario
+    from aifabric.errors import Problem, SpecError
+    from aifabric.outputs import atomic_folder, check_target
+    from aifabric.scenario import load_scenario
+    from aifabric.sim.scenario import SimScenario
+
+    if not _is_scenario(path):
+        raise SpecError(Problem("--format", f"{fmt} needs a scenario (a YAML file with "
+                                f"spec, traffic or collectives); {path} is a cluster spec; "
+                                "allowed: a scenario, or --format json|graphml|dot for a "
+                                "spec", str(path)))
+    scn = load_scenario(path, SimScenario)
+    target = out or Path(_safe_name(f"{scn.name}-{fmt}"))
+    marker = {"marker": "NOTES.md", "what": "a previous export"}
+    check_target(target, option="--out", folder=True, **marker)  # before any work
+    fabric = build(scn.spec, scn.spec_file or path)
+    try:
+        ex = export_scenario(scn, fabric, fmt, start_times=start_times)
+    except SpecError as err:
+        raise err.with_file(str(path)) from None
+    with atomic_folder(target, option="--out", **marker) as tmp:
+        for rel, text in ex.files.items():
+            p = tmp / rel
+            p.write_text(text, encoding="utf-8", newline="\n")
+            if rel.endswith(".sh"):
+                from aifabric.outputs import umask
+
+                p.chmod(0o777 & ~umask())
+    console.print(f"wrote {target}: {ex.hosts:,} hosts, {ex.switches:,} switches, "
+                  f"{ex.links:,} links, {ex.flows:,} flows ({fmt}); see NOTES.md")
+
+
+def _safe_name(name: str) -> str:
+    """A folder name from a scenario title: letters, digits, ``.-_`` (others -> ``_``)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "export"
