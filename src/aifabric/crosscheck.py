@@ -405,8 +405,9 @@ def _ns3_notes(cfg: Any, flows: QpFlows) -> list[tuple[str, str, str]]:
         ("routing", "no equivalent", "ns-3 hashes each packet's five-tuple with its own "
          "hash and per-switch seed (switch-node.cc GetOutDev); paths differ from "
          "aifabric's hash, per-flow load over ECMP groups is statistically alike"),
-        ("packet.nic.ack_path", "approximately" if cfg.nic.ack_path == "hashed" else "no equivalent", "ns-3 routes ACKs by the ECMP hash of their own "
-         "header (switch-node.cc GetOutDev), like ack_path: hashed, with ns-3's hash"),
+        ("packet.nic.ack_path", "approximately" if cfg.nic.ack_path == "hashed"
+         else "no equivalent", "ns-3 routes ACKs by the ECMP hash of their own header "
+         "(switch-node.cc GetOutDev), like ack_path: hashed, with ns-3's hash"),
         ("mtu_payload_bytes", "one to one", "PACKET_PAYLOAD_SIZE"),
         ("header_bytes, wire_overhead_bytes, ack_bytes", "no equivalent", "ns-3's headers "
          "are fixed (CustomHeader); no preamble or inter-frame gap"),

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
+from tests.sim.packet.nets import FT4_SCENARIO
 
 GOLDEN = ROOT / "tests" / "golden" / "crosscheck"
 CASES = sorted(p.parent.name for p in GOLDEN.glob("*/scenario.yaml"))
@@ -37,15 +38,7 @@ NS3_KEYS = {
     "ACK_HIGH_PRIO", "LINK_DOWN", "ENABLE_TRACE", "KMAX_MAP", "KMIN_MAP", "PMAX_MAP",
     "BUFFER_SIZE", "QLEN_MON_FILE", "QLEN_MON_START", "QLEN_MON_END"}
 
-FT = """spec:
-  name: ft4
-  hosts: {count: 16, gpus_per_host: 1, nics_per_host: 1, port_gbps: 100}
-  switch_models:
-    k4: {ports: 4, port_gbps: 100}
-  topology: {family: fat_tree, k: 4, switch: {model: k4}, rail_optimized: false}
-routing: {policy: ecmp, seed_mode: per_switch}
-sim: packet
-"""
+FT = FT4_SCENARIO + "sim: packet\n"
 
 
 def _scenario(tmp_path: Path, body: str, name: str = "s") -> Path:

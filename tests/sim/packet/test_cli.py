@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.sim.packet.nets import FT4_SCENARIO
+
 EX = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 
-FT = """spec:
-  name: ft4
-  hosts: {count: 16, gpus_per_host: 1, nics_per_host: 1, port_gbps: 100}
-  switch_models:
-    k4: {ports: 4, port_gbps: 100}
-  topology: {family: fat_tree, k: 4, switch: {model: k4}, rail_optimized: false}
-routing: {policy: ecmp, seed_mode: per_switch}
-"""
+FT = FT4_SCENARIO
 
 
 def _scenario(tmp_path: Path, body: str) -> Path:

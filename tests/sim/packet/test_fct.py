@@ -14,7 +14,7 @@ import pytest
 
 from aifabric.sim.packet.sim import Topology
 
-from .nets import config, incast
+from .nets import FT4_SCENARIO, config, incast
 
 MTU, HDR, OVH, ACKB = 1000, 62, 20, 64
 PROPS_NS = (1000, 500, 1000)
@@ -167,18 +167,8 @@ def test_the_run_waits_for_the_last_acks():
             assert sim.now_ns == f["last_rx_ns"][0]
 
 
-FT = """name: s
-spec:
-  name: ft4
-  hosts: {count: 16, gpus_per_host: 1, nics_per_host: 1, port_gbps: 100}
-  switch_models:
-    k4: {ports: 4, port_gbps: 100}
-  topology: {family: fat_tree, k: 4, switch: {model: k4}, rail_optimized: false}
-routing: {policy: ecmp, seed_mode: per_switch}
-sim: packet
-traffic:
-  - {pattern: permutation, gpus: all, size_bytes: 200000}
-"""
+FT = ("name: s\n" + FT4_SCENARIO + "sim: packet\ntraffic:\n"
+      "  - {pattern: permutation, gpus: all, size_bytes: 200000}\n")
 
 
 def test_the_cli_writes_packet_fct_with_one_row_per_qp_and_summarizes_it(cli, tmp_path):

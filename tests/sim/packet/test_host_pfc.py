@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from aifabric.errors import SpecError
 from aifabric.sim.packet.config import packet_config_from_dict
 from aifabric.sim.packet.sim import Topology
-from tests.sim.packet.nets import config
+from tests.sim.packet.nets import config, steady_goodput
 
 MTU = 4096
 SIZE = 3_000_000
@@ -29,14 +28,6 @@ def _pair(cfg, size=SIZE):
     return sim, qp, sim.net.ports[2 * down], sim.net.ports[2 * down + 1]
 
 
-def _steady_goodput(sim, qp):
-    q = sim.qp_series()
-    m = q["qp"] == qp.id
-    t, d = q["time_ns"][m], q["delivered_bytes"][m]
-    t0, t1 = qp.first_tx_ps / 1e3, qp.done_ps / 1e3
-    i, j = np.searchsorted(t, [t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0)])
-    return (d[j] - d[i]) * 8e9 / (t[j] - t[i])
-
 
 @pytest.mark.parametrize("cc", ["none", "dcqcn"])
 def test_a_receiver_draining_at_half_rate_pauses_its_tor_port(cc):
@@ -51,7 +42,7 @@ def test_a_receiver_draining_at_half_rate_pauses_its_tor_port(cc):
     assert qp.done_ps > 0 and c["drops"] == 0 and c["retx_bytes"] == 0
     assert nic.pfc_tx[3] > 0 and tor.pfc_rx[3] == nic.pfc_tx[3]
     assert tor.paused_ps[3] > 0 and c["pfc_frames"] >= nic.pfc_tx[3]
-    g = _steady_goodput(sim, qp)
+    g = steady_goodput(sim, qp)
     assert g == pytest.approx(50e9, rel=0.01) if cc == "none" else g < 50.5e9
     p = sim.pauses()
     assert "s -> h1" in list(p["port"])

@@ -11,7 +11,7 @@ import pytest
 from aifabric.errors import SpecError
 from aifabric.sim.packet.config import packet_config_from_dict
 from aifabric.sim.packet.sim import Topology
-from tests.sim.packet.nets import config, incast
+from tests.sim.packet.nets import config, incast, steady_goodput
 
 MTU = 4096
 LINE_GOODPUT = 100e9 * MTU / (MTU + 62 + 20)  # payload bit/s of a 100G link
@@ -26,15 +26,6 @@ def _one_flow(cfg, size):
     qp = sim.add_flow(t.route(h0, s, h1), size)
     return sim, qp
 
-
-def _steady_goodput(sim, qp):
-    """Delivered payload bit/s between 25% and 75% of the flow's time (samples)."""
-    q = sim.qp_series()
-    m = q["qp"] == qp.id
-    t, d = q["time_ns"][m], q["delivered_bytes"][m]
-    t0, t1 = qp.first_tx_ps / 1e3, qp.done_ps / 1e3
-    i, j = np.searchsorted(t, [t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0)])
-    return (d[j] - d[i]) * 8e9 / (t[j] - t[i])
 
 
 @pytest.mark.parametrize("packets", [2, 6, 24])
@@ -56,7 +47,7 @@ def test_one_flow_moves_min_of_line_and_window_over_rtt(packets):
     sim.run()
     assert qp.done_ps > 0 and qp.nic_window == w
     want = min(LINE_GOODPUT, w * 8e12 / qp.base_rtt_ps)
-    assert _steady_goodput(sim, qp) == pytest.approx(want, rel=0.01)
+    assert steady_goodput(sim, qp) == pytest.approx(want, rel=0.01)
     assert 0 < max(seen) <= w
 
 
