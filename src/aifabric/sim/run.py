@@ -16,7 +16,7 @@ from aifabric.guard import check_workload, fabric_bytes
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
 from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
-from aifabric.sim.results import SimResult, arc_groups, build_result
+from aifabric.sim.results import SimResult, arc_groups, build_result, collective_links
 from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload import Collective, DAGBuilder, TransferDAG, add_collective
@@ -329,6 +329,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                        extra={"routing": {"policy": routing.policy,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
+    res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
     if scn.sim == "packet":
         from aifabric.sim.packet.results import attach_packet_results
 
