@@ -75,7 +75,11 @@ def main() -> int:
               f"{r['build_s']:>8.1f} {LIMIT_S:>8.0f} {r['peak_mb']:>8.0f}  "
               f"{'ok' if ok else 'OVER LIMIT'}")
         if "--no-validate" not in sys.argv:
-            v = _validate(out)
+            try:
+                v = _validate(out)
+            except FileNotFoundError as e:  # no YANG models or yanglint: say so, fail
+                print(f"validation not run: {e} (or pass --no-validate)")
+                return 1
             print(f"validation: {v['switches']} config_db.json with yanglint in "
                   f"{v['yang_s']:.1f} s: {len(v['yang_invalid'])} invalid; "
                   f"{v['switches']} frr.conf with vtysh --dryrun in {v['frr_s']:.1f} s: "
