@@ -54,6 +54,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "Compare collected facts with the plan; exit 1 when anything deviates."),
     "lab": ("lab", "app",
             "Prove a design on real FRR daemons in network namespaces (needs root and FRR)."),
+    "monitor": ("monitor", "app",
+                "Watch the fabric live: serve the running lab's counters, BGP sessions, ECMP "
+                "groups against the twin and ping probes to Prometheus."),
+    "metrics": ("metrics", "metrics_cmd",
+                "A finished simulation as OpenMetrics with timestamps, for Prometheus "
+                "backfill."),
 }
 
 _MARKUP = "markdown"

@@ -67,6 +67,10 @@ def build_cmd(
     console.print(f"  hosts/     {hosts:,} hosts: nic-setup.sh, nccl-topo.xml, nccl.env")
     console.print(f"  cabling.csv {int((fabric.links.kind >= LinkKind.ACCESS).sum()):,} cables   "
                   f"addressing.csv   bom.csv   LLD.md   spec.yaml")
+    dash = sorted((out / "monitoring" / "grafana" / "dashboards").glob("*.json"))
+    console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
+                  + (f"grafana/ ({len(dash)} dashboards)" if dash else
+                     "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))
     console.print(f"  ASNs {len(set(ctx.plan.asn[ctx.plan.switches].tolist())):,}   "
                   f"loopbacks {sw:,}   point-to-point /31s {len(ctx.plan.p2p):,}   "
                   f"NIC /32s {len(set(fabric.nodes.ip[fabric.ids(NodeKind.NIC)].tolist())):,}"

@@ -115,6 +115,11 @@ def render_build(ctx: BuildContext, progress: Progress | None = None
         yield f"hosts/{name}/nccl.env", nccl_env(ctx.hosts, h)
         if progress:
             progress(1)
+    # the operate layer's Prometheus/Grafana files (imported here: configs never
+    # import telemetry at module level)
+    from aifabric.telemetry.monitoring import render_monitoring
+
+    yield from render_monitoring(ctx)
 
 
 def build_files(fabric: Fabric) -> dict[str, str]:

@@ -38,8 +38,8 @@ from aifabric.routing.fib import INF
 from aifabric.topology import Fabric, LinkKind
 
 __all__ = ["Nic", "Port", "Report", "bgp_sessions", "compare_groups", "expected_probes",
-           "expected_sessions", "host_groups", "kernel_groups", "live_ports", "model_groups",
-           "nics", "ping_matrix"]
+           "expected_sessions", "gateway_links", "host_groups", "kernel_groups", "live_ports",
+           "model_groups", "nics", "ping_matrix", "route_groups"]
 
 DIRECT = "direct"
 _TTL = re.compile(r"ttl=(\d+)")
@@ -116,7 +116,7 @@ Groups = dict[str, dict[str, Group]]  # switch (or host) -> nic ip -> group
 Diff = list[tuple[str, str, Group, Group]]
 
 
-def _gateway_links(f: Fabric) -> dict[tuple[int, str], int]:
+def gateway_links(f: Fabric) -> dict[tuple[int, str], int]:
     """(switch node, next-hop address) -> link id."""
     from aifabric.configs import plan_addresses
 
@@ -131,31 +131,37 @@ def _gateway_links(f: Fabric) -> dict[tuple[int, str], int]:
     return out
 
 
+def route_groups(routes: list[dict], node: int, targets: Iterable[str],
+                 gw_link: dict[tuple[int, str], int]) -> dict[str, Group]:
+    """Switch ``node``'s group toward every address of ``targets`` from its kernel routes
+    (``ip -json route`` output); ``gw_link`` from :func:`gateway_links`."""
+    got: dict[str, Group] = {ip: None for ip in targets}
+    for r in routes:
+        dst = r.get("dst", "")
+        if dst.endswith("/32"):
+            dst = dst[:-3]
+        if dst not in got or "linkdown" in r.get("flags", []):
+            continue
+        hops = r.get("nexthops") or ([r] if r.get("gateway") else [])
+        if not hops:
+            got[dst] = DIRECT
+            continue
+        ids = {gw_link.get((node, h.get("gateway", "")), -1) for h in hops
+               if "linkdown" not in h.get("flags", []) and "dead" not in h.get("flags", [])}
+        got[dst] = frozenset(ids) if ids else None
+    return got
+
+
 def kernel_groups(f: Fabric, ns: dict[str, str], switches: list[str]) -> Groups:
     """Every switch's next hops toward every NIC /32, from its kernel."""
     targets = {n.ip for n in nics(f)}
-    gw_link = _gateway_links(f)
+    gw_link = gateway_links(f)
 
     def one(sw: str) -> dict[str, Group]:
-        node = f.node_id(sw)
         out = run(["ip", "-n", ns[sw], "-json", "route", "show", "table", "main"],
                   check=False).stdout
         routes = json.loads(out) if out.strip() else []
-        got: dict[str, Group] = {ip: None for ip in targets}
-        for r in routes:
-            dst = r.get("dst", "")
-            if dst.endswith("/32"):
-                dst = dst[:-3]
-            if dst not in targets or "linkdown" in r.get("flags", []):
-                continue
-            hops = r.get("nexthops") or ([r] if r.get("gateway") else [])
-            if not hops:
-                got[dst] = DIRECT
-                continue
-            ids = {gw_link.get((node, h.get("gateway", "")), -1) for h in hops
-                   if "linkdown" not in h.get("flags", []) and "dead" not in h.get("flags", [])}
-            got[dst] = frozenset(ids) if ids else None
-        return got
+        return route_groups(routes, f.node_id(sw), targets, gw_link)
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         return dict(zip(switches, pool.map(one, switches), strict=True))

@@ -1,0 +1,174 @@
+"""``monitoring/`` of ``aifabric build``: Prometheus and Grafana for the planned fabric.
+
+=================================================== ======================================
+file                                                what
+=================================================== ======================================
+``monitoring/prometheus.yml``                       scrape jobs: ``aifabric`` (``aifabric
+                                                    monitor lab`` on 127.0.0.1:9464),
+                                                    ``sonic`` (every switch's SONiC
+                                                    exporter, port 9101, at its loopback),
+                                                    ``node`` (every host's node exporter,
+                                                    port 9100, at its first NIC address);
+                                                    each target carries the plan's labels
+                                                    (device, tier, plane, rail, segment,
+                                                    pod); ``rule_files: [alerts.yml]``
+``monitoring/alerts.yml``                           :mod:`aifabric.telemetry.alerts`
+``monitoring/grafana/provisioning/datasources/``    the Prometheus datasource (uid
+                                                    ``aifabric-prometheus``)
+``monitoring/grafana/provisioning/dashboards/``     a file provider for the dashboards
+``monitoring/grafana/dashboards/*.json``            :mod:`aifabric.telemetry.dashboards`
+=================================================== ======================================
+
+The plan has no management network, so a switch is scraped at its loopback (reachable
+over the fabric's BGP) and a host at the /32 of its first NIC port. Every value that
+comes from the spec is written as a JSON string (a valid YAML double-quoted scalar), so
+a name cannot add a key or a line. Same fabric, same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from aifabric.configs.addressing import ip_str
+from aifabric.telemetry.alerts import duration, render_alerts
+from aifabric.telemetry.catalog import device_labels
+from aifabric.topology import NodeKind
+
+if TYPE_CHECKING:
+    from aifabric.configs.build import BuildContext
+
+__all__ = ["DATASOURCE_UID", "EXPORTER_TARGET", "NODE_EXPORTER_PORT", "SONIC_EXPORTER_PORT",
+           "prometheus_yml", "render_monitoring"]
+
+#: vinted/sonic-exporter's default listen port (SONiC's Redis counters)
+SONIC_EXPORTER_PORT = 9101
+#: prometheus node_exporter's default listen port
+NODE_EXPORTER_PORT = 9100
+#: where ``aifabric monitor lab`` listens by default
+EXPORTER_TARGET = "127.0.0.1:9464"
+#: the Grafana datasource every dashboard panel queries
+DATASOURCE_UID = "aifabric-prometheus"
+
+_Q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_LABELS = ("device", "tier", "plane", "rail", "segment", "pod")
+
+
+def _targets(ctx: BuildContext, nodes: np.ndarray, addr: np.ndarray, port: int) -> list[str]:
+    """``static_configs`` entries, one per device: its address and the plan's labels."""
+    f = ctx.fabric
+    labels = device_labels(f, nodes)
+    pod = f.nodes.pod[nodes].astype(np.int64)
+    labels["pod"] = np.where(pod >= 0, pod.astype(str), "").astype(object)
+    cols = [np.array([_Q(str(v)) for v in labels[k]], dtype=object) for k in _LABELS]
+    target = np.char.add(ip_str(addr), f":{port}")
+    out = []
+    for i in range(len(nodes)):
+        lab = ", ".join(f"{k}: {c[i]}" for k, c in zip(_LABELS, cols, strict=True)
+                        if c[i] != '""')
+        out += [f'      - targets: ["{target[i]}"]', f"        labels: {{{lab}}}"]
+    return out
+
+
+def _first_nic_address(ctx: BuildContext) -> tuple[np.ndarray, np.ndarray]:
+    """(host node ids, the /32 of each host's first NIC port), in host order."""
+    f = ctx.fabric
+    nic = f.ids(NodeKind.NIC)
+    order = np.lexsort((f.nodes.side[nic], f.nodes.rail[nic], f.nodes.host[nic]))
+    nic = nic[order]
+    hosts, first = np.unique(f.nodes.host[nic], return_index=True)
+    return f.host_node[hosts], f.nodes.ip[nic[first]]
+
+
+def prometheus_yml(ctx: BuildContext, scrape_interval_s: float = 15.0,
+                   exporter: str = EXPORTER_TARGET) -> str:
+    """``prometheus.yml`` for the fabric of ``ctx`` (``promtool check config`` passes
+    with ``alerts.yml`` beside it)."""
+    f = ctx.fabric
+    iv = duration(scrape_interval_s)
+    sw = ctx.plan.switches
+    hosts, host_ip = _first_nic_address(ctx)
+    lines = [
+        f"# Prometheus for the fabric {_Q(f.spec.name)}, from aifabric build",
+        "# (promtool check config prometheus.yml); targets carry the plan's labels",
+        "global:",
+        f"  scrape_interval: {iv}",
+        f"  evaluation_interval: {iv}",
+        "  external_labels:",
+        f"    fabric: {_Q(str(f.spec.name))}",
+        "rule_files:",
+        "  - alerts.yml",
+        "scrape_configs:",
+        "  # aifabric monitor lab: the live lab's counters, BGP, ECMP and twin drift",
+        "  - job_name: aifabric",
+        "    static_configs:",
+        f"      - targets: [{_Q(exporter)}]",
+        "  # every switch: SONiC exporter at its loopback",
+        "  - job_name: sonic",
+        "    static_configs:",
+        *_targets(ctx, sw, ctx.plan.loopback[sw], SONIC_EXPORTER_PORT),
+        "  # every host: node exporter at its first NIC port's address",
+        "  - job_name: node",
+        "    static_configs:",
+        *_targets(ctx, hosts, host_ip, NODE_EXPORTER_PORT),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_DATASOURCE = f"""\
+# Grafana provisioning: the fabric's Prometheus (edit url to where it runs)
+apiVersion: 1
+datasources:
+  - name: aifabric Prometheus
+    type: prometheus
+    uid: {DATASOURCE_UID}
+    access: proxy
+    url: http://127.0.0.1:9090
+    isDefault: true
+    jsonData:
+      timeInterval: {{iv}}
+"""
+
+_PROVIDER = """\
+# Grafana provisioning: the dashboards of aifabric build (copy monitoring/grafana/dashboards
+# to the path below, or edit it)
+apiVersion: 1
+providers:
+  - name: aifabric
+    folder: {folder}
+    type: file
+    disableDeletion: false
+    allowUiUpdates: true
+    options:
+      path: /var/lib/grafana/dashboards/aifabric
+"""
+
+
+def render_monitoring(ctx: BuildContext, scrape_interval_s: float = 15.0
+                      ) -> Iterator[tuple[str, str]]:
+    """Every file of ``monitoring/`` as ``(relative path, text)``, in a fixed order.
+
+    The dashboards need grafana-foundation-sdk (the ``telemetry`` extra); without it the
+    folder holds ``grafana/dashboards/MISSING.md`` saying so instead.
+    """
+    spec = ctx.fabric.spec
+    yield "monitoring/prometheus.yml", prometheus_yml(ctx, scrape_interval_s)
+    yield "monitoring/alerts.yml", render_alerts(spec, scrape_interval_s)
+    yield ("monitoring/grafana/provisioning/datasources/aifabric.yml",
+           _DATASOURCE.replace("{iv}", duration(scrape_interval_s)))
+    yield ("monitoring/grafana/provisioning/dashboards/aifabric.yml",
+           _PROVIDER.format(folder=_Q(f"aifabric {spec.name}")))
+    try:
+        from aifabric.telemetry.dashboards import dashboards
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("grafana_foundation_sdk"):
+            raise
+        yield ("monitoring/grafana/dashboards/MISSING.md",
+               "The dashboards need grafana-foundation-sdk: pip install "
+               "'aifabric[telemetry]', then run aifabric build again.\n")
+        return
+    for name, text in dashboards():
+        yield f"monitoring/grafana/dashboards/{name}", text

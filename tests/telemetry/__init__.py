@@ -1,0 +1,1 @@
+"""Telemetry tests: metric catalog, OpenMetrics of runs, exporter, alerts, dashboards."""
