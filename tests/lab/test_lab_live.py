@@ -12,21 +12,16 @@ import time
 import numpy as np
 import pytest
 
-from aifabric.lab import LabError, check_lab, lab_namespaces, lab_prefix, load_lab, preflight
+from aifabric.lab import LabError, check_lab, lab_namespaces, lab_prefix, load_lab
 from aifabric.lab import core as lab_core
 from aifabric.lab import fail as lab_fail
 from aifabric.lab.daemons import alive, daemon_pids
 from aifabric.lab.verify import kernel_groups, nics
 from aifabric.topology import LinkKind, NodeKind
 from tests.conftest import EXAMPLES
+from tests.lab.live import live
 
-try:
-    preflight()
-    _NO_LAB = ""
-except LabError as err:
-    _NO_LAB = str(err)
-
-pytestmark = pytest.mark.skipif(bool(_NO_LAB), reason=f"lab unavailable: {_NO_LAB}")
+pytestmark = live
 
 #: a bounded wait for sessions and routes to settle on a freshly started lab
 SETTLE_S = 60.0

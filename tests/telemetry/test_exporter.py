@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from aifabric.errors import SpecError
-from aifabric.lab import LabError, check_lab, preflight
+from aifabric.lab import check_lab
 from aifabric.lab import core as lab_core
 from aifabric.lab.daemons import daemon_pids
 from aifabric.telemetry.exporter import (
@@ -35,15 +35,8 @@ from aifabric.telemetry.exporter import (
 )
 from aifabric.topology import LinkKind
 from tests.conftest import EXAMPLES
+from tests.lab.live import NO_LAB, live
 from tests.telemetry.conftest import free_port, need_prometheus
-
-try:
-    preflight()
-    _NO_LAB = ""
-except LabError as err:
-    _NO_LAB = str(err)
-
-live = pytest.mark.skipif(bool(_NO_LAB), reason=f"lab unavailable: {_NO_LAB}")
 
 #: bounded waits
 SETTLE_S = 60.0
@@ -138,8 +131,8 @@ def test_a_daemon_that_never_answers_is_given_up_on_in_bounded_time(tmp_path):
 # ------------------------------------------------------------------- live lab
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if _NO_LAB:
-        pytest.skip(f"lab unavailable: {_NO_LAB}")
+    if NO_LAB:
+        pytest.skip(f"lab unavailable: {NO_LAB}")
     lab_dir = tmp_path_factory.mktemp("mon") / "lab"
     lab = lab_core.up(EXAMPLES / "hpn-pod.yaml", "small", lab_dir)
     try:
