@@ -124,13 +124,15 @@ def test_output_is_deterministic(runs, tmp_path):
     pa = parse(a)
     assert c.keys() == pa.keys()
     k = next(iter(pa))
-    assert [(t + 3600, v) for t, v in pa[k]] == pytest.approx(c[k])
+    assert [t + 3600 for t, _ in pa[k]] == pytest.approx([t for t, _ in c[k]])
+    assert [v for _, v in pa[k]] == [v for _, v in c[k]]
 
 
 @pytest.mark.parametrize("kind", ["packet", "flow"])
 def test_a_parquet_run_gives_the_same_series(runs, kind, tmp_path):
     """simulate --format parquet: the same series and instants as the csv run, values
     equal to csv's 10 significant digits."""
+    pytest.importorskip("pyarrow.parquet")  # the parquet extra
     scn = PACKET if kind == "packet" else FLOW
     run = tmp_path / kind
     _aifabric("simulate", scn, "--out", run, "--format", "parquet")
