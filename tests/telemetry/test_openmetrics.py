@@ -324,3 +324,13 @@ def test_bad_options_are_one_line(runs, tmp_path, opt, value, says):
                   check=False)
     assert p.returncode == 2 and says in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.om").exists()
+
+
+def test_label_values_are_escaped_and_kept_whole():
+    """A name holding the text format's own characters stays one value: backslash, quote
+    and newline escaped, a ',}' inside it left alone, empty values left out."""
+    from aifabric.telemetry.openmetrics import _label_strings
+
+    got = _label_strings({"a": np.array(["x,}y", "", 'q"\\\n']),
+                          "b": np.array(["", "", "z"])}, ("a", "b"), 3)
+    assert got.tolist() == ['{a="x,}y"}', "", '{a="q\\"\\\\\\n",b="z"}']

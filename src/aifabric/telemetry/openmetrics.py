@@ -498,8 +498,10 @@ def _label_strings(labels: dict[str, np.ndarray], names: tuple[str, ...], n: int
     for k in names:
         v = _escape(np.asarray(labels[k]))
         out = out + np.where(v == "", "", f'{k}="' + v + '",')
-    out = np.where(out == "", "", "{" + out.astype(str).astype(object) + "}")
-    return np.char.replace(out.astype(str), ",}", "}").astype(object)
+    # each pair ends with '",', so the only commas stripped are the last pair's (a value
+    # holding ",}" is left as it is)
+    out = np.char.rstrip(out.astype(str), ",").astype(object)
+    return np.where(out == "", "", "{" + out + "}").astype(object)
 
 
 def _bytes_table(strs: list[bytes] | np.ndarray) -> np.ndarray:
