@@ -116,3 +116,5 @@ def test_a_buffer_too_small_for_the_links_headroom_is_one_problem():
         _pair(config(nic={"rx_gbps": 50, "host_pfc": {"rx_buffer_bytes": 40_000}}))
     (p,) = err.value.problems
     assert p.path == "packet.nic.host_pfc.rx_buffer_bytes" and "headroom" in p.message
+    # a NIC by its name (both have the same link: the first one found is named)
+    assert any(f"NIC {h}'s link" in p.message for h in ("h0", "h1")), p.message

@@ -240,8 +240,11 @@ class Network:
     def __init__(self, ev: EventList, cfg: PacketConfig, *, arc_src: Sequence[int],
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
-                 used_arcs: Sequence[int]) -> None:
+                 used_arcs: Sequence[int], node_names: Sequence[str] | None = None) -> None:
         K = _kernel()
+        #: node names for messages (default: n<index>)
+        self.node_names = list(node_names) if node_names is not None else \
+            [f"n{i}" for i in range(len(is_host))]
         self.K = K
         self.ev = ev
         self.cfg = cfg
@@ -306,7 +309,8 @@ class Network:
         if over:
             n = over[0]
             raise SpecError(Problem("packet.buffer.size_bytes", f"{self.buf_size} bytes "
-                                    f"cannot hold the PFC headroom of switch {n}'s ports "
+                                    "cannot hold the PFC headroom of switch "
+                                    f"{self.node_names[n]}'s ports "
                                     f"({self.reserved[n]} bytes: ports x lossless "
                                     "priorities x headroom); allowed: a larger buffer or "
                                     "a smaller pfc.headroom_bytes"))
@@ -418,7 +422,8 @@ class Network:
                 i = int(dst[np.argmin(xoff[dst])])
                 raise SpecError(Problem("packet.nic.host_pfc.rx_buffer_bytes",
                                         f"{hp.rx_buffer_bytes} bytes cannot hold the "
-                                        f"headroom of NIC {i}'s link ({int(room[i])} bytes) "
+                                        f"headroom of NIC {self.node_names[i]}'s link "
+                                        f"({int(room[i])} bytes) "
                                         "and a frame; allowed: a larger rx_buffer_bytes or "
                                         "an explicit xoff_bytes"))
         NU[:, L.U_HXOFF] = xoff

@@ -39,9 +39,9 @@ class PacketSim:
         self.cfg = cfg
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
-                           arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs)
-        self.names = list(node_names) if node_names is not None else \
-            [f"n{i}" for i in range(len(is_host))]
+                           arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
+                           node_names=node_names)
+        self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
         self.sample_ps = int(cfg.sample_us * PS_PER_US)
