@@ -291,3 +291,28 @@ def test_bad_dcqcn_settings_are_one_line_each():
                                                   "clamp_tgt_rate_after_time_inc": "maybe"}}})
     text = str(e.value)
     assert "rate_to_set_on_first_cnp" in text and "clamp_tgt_rate_after_time_inc" in text
+
+
+def test_a_cut_at_the_end_of_the_period_makes_the_scheduled_one_stale():
+    """A CNP inside the monitor period schedules a cut at its end; a CNP arriving exactly
+    then cuts at once, and the scheduled cut must not cut a second time at the same
+    instant (at most one cut per rate_reduce_monitor_period)."""
+    from tests.sim.packet.nets import config, incast
+
+    us = 1_000_000
+    cfg = config(cc={"algorithm": "dcqcn",
+                     "dcqcn": {"rpg_time_reset": 1_000_000, "rpg_byte_reset": 0}},
+                 ecn={"enabled": False}, nic={"mtu_payload_bytes": 1000})
+    sim, qps, _ = incast(cfg, n=1, size=10**9)
+    qp = qps[0]
+    sim.run(until_ns=10_000)
+    qp.cc.on_cnp(10 * us)  # cuts at once
+    sim.run(until_ns=12_000)
+    qp.cc.on_cnp(12 * us)  # inside the 4 us period: a cut scheduled for 14 us
+    assert qp.cc.pending
+    sim.run(until_ns=13_999)
+    qp.cc.on_cnp(14 * us)  # at the period's end, ahead of the scheduled cut: cuts now
+    once = qp.cc.rate
+    assert not qp.cc.pending
+    sim.run(until_ns=14_000)  # the scheduled cut's time: nothing more
+    assert qp.cc.rate == once and qp.cc.last_cut == 14 * us

@@ -118,3 +118,12 @@ def test_a_buffer_too_small_for_the_links_headroom_is_one_problem():
     assert p.path == "packet.nic.host_pfc.rx_buffer_bytes" and "headroom" in p.message
     # a NIC by its name (both have the same link: the first one found is named)
     assert any(f"NIC {h}'s link" in p.message for h in ("h0", "h1")), p.message
+
+
+def test_an_xon_above_the_default_xoff_is_one_problem():
+    """xon_bytes set, xoff_bytes left to its default (the buffer less the link's
+    headroom): an XON above that XOFF would resume at once after every pause."""
+    with pytest.raises(SpecError) as err:
+        _pair(config(nic={"rx_gbps": 50, "host_pfc": {"xon_bytes": 100_000}}))
+    (p,) = err.value.problems
+    assert p.path == "packet.nic.host_pfc.xon_bytes" and "xoff" in p.message.lower()

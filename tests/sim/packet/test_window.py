@@ -5,6 +5,8 @@ with the congestion control's rate (W x rate / line, HPCC's reference ns-3 simul
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -52,16 +54,56 @@ def test_one_flow_moves_min_of_line_and_window_over_rtt(packets):
 
 
 def test_bdp_window_is_base_rtt_times_line_rate_per_qp():
+    """bdp: the QP's base RTT x line rate, rounded up to whole packets (a window of 4.5
+    packets would hold the sender to 4)."""
     _, qp = _one_flow(config(nic={"window": "bdp"}), 10_000)
-    assert qp.nic_window == pytest.approx(qp.base_rtt_ps * qp.line_bps / 8e12)
+    bdp = qp.base_rtt_ps * qp.line_bps / 8e12
+    assert qp.nic_window == math.ceil(bdp / MTU) * MTU and qp.nic_window - bdp < MTU
     _, qp = _one_flow(config(), 10_000)
     assert qp.nic_window == np.inf
+
+
+@pytest.mark.parametrize("delay_ns", [50, 100, 300])
+def test_a_lone_flow_with_a_bdp_window_runs_at_line_rate(delay_ns):
+    """Path BDPs of 4.5, 7.0 and 16.7 packets (400G, two hops): the flow alone finishes
+    as fast as without a window (slowdown 1.00 within 1%)."""
+    t = Topology()
+    a, d, s = t.host("a"), t.host("d"), t.switch("s")
+    t.link(a, s, 400, delay_ns)
+    t.link(s, d, 400, delay_ns)
+    sim = t.sim(config(cc={"algorithm": "none"}, nic={"window": "bdp"}))
+    sim.add_flow(t.route(a, s, d), 4_000_000)
+    sim.run()
+    assert sim.fct()["slowdown"][0] == pytest.approx(1.0, rel=0.01)
+
+
+@pytest.mark.parametrize("window", ["bdp", 8192])
+def test_a_window_never_stalls_below_one_ack_interval(window):
+    """ACK every 2 packets: a window is never smaller than 2 packets (bdp and rate-scaled
+    windows are raised to it; a byte count below it is refused), so no round waits for
+    the retransmission timeout."""
+    sim, qp = _one_flow(config(cc={"algorithm": "none"},
+                               nic={"window": window, "ack_interval_packets": 2}), 200_000)
+    sim.run()
+    assert qp.done_ps > 0 and qp.timeouts == 0
+    # at least the window per round trip (a stall would cost rto_us = 1 ms per round)
+    w = min(qp.nic_window, 200_000)
+    assert qp.done_ps - qp.start_ps < 2 * (200_000 / w + 1) * qp.base_rtt_ps
+
+
+def test_a_window_below_one_ack_interval_is_refused():
+    with pytest.raises(SpecError) as err:
+        packet_config_from_dict({"nic": {"window": 4096, "ack_interval_packets": 2}})
+    (p,) = err.value.problems
+    assert p.path == "packet.nic.window" and "ack_interval_packets" in p.message
 
 
 @pytest.mark.parametrize("cc", ["none", "dcqcn"])
 def test_incast_with_bdp_windows_keeps_the_queue_under_16_bdp(cc):
     """16 senders to one receiver: with ``bdp`` windows the bottleneck queue stays under
-    16 x BDP (each QP has at most one BDP in flight); without windows it exceeds it."""
+    16 windows (each QP has at most one window in flight; a window is the BDP rounded up
+    to whole packets, so 16 windows is at most 16 x BDP + 16 packets); without windows it
+    is several times that."""
     peaks = {}
     for window in ("bdp", "none"):
         sim, qps, arc = incast(config(cc={"algorithm": cc}, nic={"window": window}), n=16,
@@ -69,8 +111,10 @@ def test_incast_with_bdp_windows_keeps_the_queue_under_16_bdp(cc):
         sim.run()
         assert all(q.done_ps > 0 for q in qps)
         bdp = qps[0].base_rtt_ps * qps[0].line_bps / 8e12
-        peaks[window] = max(sim.net.ports[arc].q_peak) / bdp
-    assert peaks["bdp"] < 16 < peaks["none"]
+        peaks[window] = max(sim.net.ports[arc].q_peak)
+        w = math.ceil(bdp / MTU) * MTU
+    assert peaks["bdp"] < 16 * w <= 16 * bdp + 16 * MTU
+    assert peaks["none"] > 3 * 16 * w
 
 
 def _cut_rate(scale):

@@ -229,12 +229,18 @@ class NicConfig(_Strict):
     @classmethod
     def _window(cls, w: Any, info: ValidationInfo) -> Any:
         mtu = info.data.get("mtu_payload_bytes", 256)
+        ack = info.data.get("ack_interval_packets", 1)
         if w in ("none", "bdp") and isinstance(w, str):
             return w
         if not isinstance(w, int) or isinstance(w, bool) or not mtu <= w <= MAX_BUFFER:
             raise ValueError(f"window {w!r} is not none, bdp, or a byte count from one MTU "
                              f"payload ({mtu} bytes) to {MAX_BUFFER}; allowed: none, bdp, "
                              "or bytes >= mtu_payload_bytes")
+        if w < ack * mtu:  # the receiver ACKs every `ack` packets: a smaller window stalls
+            raise ValueError(f"window {w} is below one ACK interval ({ack} packets of "
+                             f"{mtu} bytes = {ack * mtu}): the sender would wait for the "
+                             "retransmission timeout every round; allowed: window >= "
+                             "ack_interval_packets x mtu_payload_bytes")
         return w
 
 

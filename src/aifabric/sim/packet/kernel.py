@@ -433,11 +433,16 @@ def pull(S, p, now):
 def window_full(S, q, seq, fly):
     """The NIC window (``nic.window``): would the next packet of QP ``q`` put more than
     the window un-acknowledged? The window follows the rate (x rate / line) when
-    ``window_scales_with_rate``; a QP with nothing in flight may always send."""
+    ``window_scales_with_rate``, never below one ACK interval of packets (else the sender
+    would stop short of the packet that makes the receiver ACK, and wait for the
+    retransmission timeout); a QP with nothing in flight may always send."""
     CI, QI, QF = S[CI_], S[QI_], S[QF_]
     w = QF[q, F_WINB]
     if CI[WIN_SCALE] != 0:
         w = w * QF[q, F_RATE] / QF[q, F_LINE]
+    floor = CI[ACKINT] * CI[MTU]
+    if w < floor:
+        w = floor
     pay = QI[q, Q_SIZE] - seq
     if pay > CI[MTU]:
         pay = CI[MTU]
@@ -898,9 +903,8 @@ def run(S, limit, py_t, py_s):
                 kick(S, a)
         elif kind == E_PAUSE:
             pause_apply(S, a, b >> 1, b & 1)
-        elif kind == E_DCPEND:
-            QI[a, dcqcn.PENDING] = 0
-            dcqcn.cut(S, a, t)
+        elif kind == E_DCPEND and b == QI[a, dcqcn.GEN]:
+            dcqcn.cut(S, a, t)  # (a cut since it was scheduled makes it stale)
         elif kind == E_DCTIMER and dcqcn.timer(S, a, b, t):
             kick(S, QI[a, Q_PORT])
         elif kind == E_RXDONE:

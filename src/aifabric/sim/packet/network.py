@@ -25,6 +25,7 @@ QP are live views of them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from heapq import heappop
 from itertools import pairwise
@@ -426,6 +427,13 @@ class Network:
                                         f"({int(room[i])} bytes) "
                                         "and a frame; allowed: a larger rx_buffer_bytes or "
                                         "an explicit xoff_bytes"))
+        if hp.xon_bytes is not None and len(dst) and hp.xon_bytes > xoff[dst].min():
+            i = int(dst[np.argmin(xoff[dst])])
+            raise SpecError(Problem("packet.nic.host_pfc.xon_bytes",
+                                    f"{hp.xon_bytes} is above the XOFF threshold of NIC "
+                                    f"{self.node_names[i]} ({int(xoff[i])} bytes: the buffer "
+                                    "less its link's headroom); allowed: xon_bytes <= "
+                                    "xoff_bytes"))
         NU[:, L.U_HXOFF] = xoff
         NU[:, L.U_HXON] = hp.xon_bytes if hp.xon_bytes is not None else \
             np.maximum(xoff - max_frame, 0)
@@ -568,8 +576,12 @@ class Network:
         self.QR[q, 1, :len(route)] = [p.pid for p in qp.rpath]
         qf[L.F_LINE] = qp.line_bps
         w = self.cfg.nic.window
-        qf[L.F_WINB] = np.inf if w == "none" else \
-            max(rtt * qp.line_bps / 8e12, self.mtu) if w == "bdp" else float(w)
+        if w == "bdp":  # whole packets, at least one ACK interval: a lone flow fills its path
+            pkts = max(math.ceil(rtt * qp.line_bps / 8e12 / self.mtu),
+                       self.cfg.nic.ack_interval_packets)
+            qf[L.F_WINB] = float(pkts * self.mtu)
+        else:
+            qf[L.F_WINB] = np.inf if w == "none" else float(w)
         _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu)
         qp.cc = CongestionControl(self, q, self.cc_name)
         self.qps.append(qp)

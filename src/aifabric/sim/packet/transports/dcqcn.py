@@ -179,6 +179,7 @@ def restart(S, q, now):
     increase timer start again."""
     CI, QI = S[CI_], S[QI_]
     QI[q, LASTCUT] = now
+    QI[q, PENDING] = 0  # a cut scheduled before this one is stale now
     QI[q, TSTAGE] = 0
     QI[q, BCSTAGE] = 0
     QI[q, BYTES] = 0
