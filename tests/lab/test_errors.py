@@ -64,3 +64,15 @@ def test_bad_scale_is_one_line(cli, tmp_path):
     """An unknown --scale preset: exit 2, one line naming --scale and what is allowed."""
     line = _one_line(cli("lab", "up", SPEC, "--scale", "huge", "--dir", tmp_path / "lab"))
     assert "--scale" in line and "small" in line and "medium" in line
+
+
+def test_a_damaged_lab_state_is_a_lab_error(tmp_path):
+    """A state.json that is not the lab's (cut short, hand-edited): a LabError saying so,
+    which every lab command (and monitor lab) prints as one line, not a traceback."""
+    from aifabric.lab import LabError, load_lab
+    from aifabric.lab.core import STATE
+
+    for text in ("{", "[]", '{"scale": 5}'):
+        (tmp_path / STATE).write_text(text)
+        with pytest.raises(LabError, match="damaged"):
+            load_lab(tmp_path)

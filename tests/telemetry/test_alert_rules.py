@@ -52,6 +52,11 @@ CASES: dict[str, dict[str, Any]] = {
                    ("aifabric_ecmp_next_hops", {"device": "good", **GROUP}, "4x8"),
                    ("aifabric_ecmp_planned_next_hops", {"device": "good", **GROUP}, "4x8")],
         "labels": {"device": "bad", **GROUP}, "times": ("45s", "60s", "105s")},
+    "FabricExporterDown": _row(
+        "up", {"job": "aifabric", "instance": "127.0.0.1:9464"}, "1 1 0 0 0 1 1 1", "1x7",
+        "45s", "60s", "90s"),
+    "FabricTargetUnreadable": _row(
+        "aifabric_up", {"target": "frr"}, "1 1 0 0 0 1 1 1", "1x7", "45s", "60s", "90s"),
     "FabricTwinDrift": _row(
         "aifabric_twin_drift", GROUP, "0 0 1 1 1 1 0 0 0", "0x8", "45s", "60s", "105s"),
     # paused without a break from 30 s to 120 s (15 s of pause every 15 s); good: half

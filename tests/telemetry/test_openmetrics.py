@@ -147,8 +147,8 @@ def test_a_parquet_run_gives_the_same_series(runs, kind, tmp_path):
 
 def test_without_the_scenario_ports_are_named_from_the_run(runs, tmp_path):
     """No --scenario: the same series and samples (no two ports share labels), each port
-    labelled by device and peer node names and tier from links.csv (no interface name,
-    plane, rail or segment)."""
+    labelled by device and peer node names and tier from links.csv, its port by its link's
+    index (no interface name, plane, rail or segment)."""
     run = runs["packet"]
     full = parse(_metrics(run, tmp_path / "full.om"))
     _aifabric("metrics", run, "--out", tmp_path / "bare.om")
@@ -164,7 +164,9 @@ def test_without_the_scenario_ports_are_named_from_the_run(runs, tmp_path):
         if 'device="' not in labels:
             continue
         assert re.search(r'device="([^"]*)"', labels)[1] in names
-        assert "port=" not in labels and "plane=" not in labels
+        assert "plane=" not in labels
+        if 'peer="' in labels:  # a link's port: named by the link's index
+            assert re.search(r'port="link\d+"', labels), labels
 
 
 # ------------------------------------------------------------ values against the run
@@ -318,7 +320,9 @@ def test_a_scenario_of_another_fabric_is_refused(runs, tmp_path):
 
 
 @pytest.mark.parametrize(("opt", "value", "says"), [
-    ("--start", "yesterday", "--start"), ("--time-scale", "10", "--time-scale")])
+    ("--start", "yesterday", "--start"), ("--time-scale", "10", "--time-scale"),
+    ("--start", "nan", "--start"), ("--start", "inf", "--start"),
+    ("--start", "1e300", "--start")])
 def test_bad_options_are_one_line(runs, tmp_path, opt, value, says):
     p = _aifabric("metrics", runs["flow"], "--out", tmp_path / "x.om", opt, value,
                   check=False)
@@ -334,3 +338,36 @@ def test_label_values_are_escaped_and_kept_whole():
     got = _label_strings({"a": np.array(["x,}y", "", 'q"\\\n']),
                           "b": np.array(["", "", "z"])}, ("a", "b"), 3)
     assert got.tolist() == ['{a="x,}y"}', "", '{a="q\\"\\\\\\n",b="z"}']
+
+
+def test_parallel_links_stay_apart_without_the_scenario():
+    """Two links between the same two devices, no fabric: two series, each with its own
+    samples in time order (before, they shared one label set and the second link's
+    samples went back in time, which promtool drops without a word)."""
+    from aifabric.telemetry.openmetrics import _arc_label_source
+
+    links = {"link": np.array([3, 4]), "direction": np.array(["up", "up"], dtype=object),
+             "from": np.array(["tor", "tor"], dtype=object),
+             "to": np.array(["agg", "agg"], dtype=object),
+             "tier": np.array(["leaf up", "leaf up"], dtype=object)}
+    lab = _arc_label_source({"links": links}, None)(np.array([6, 8]))
+    keys = {tuple(lab[k][i] for k in sorted(lab)) for i in range(2)}
+    assert len(keys) == 2 and list(lab["port"]) == ["link3", "link4"]
+
+
+@pytest.mark.parametrize("value", ["", "inf", "-5"])
+def test_a_damaged_timeline_is_one_line(runs, tmp_path, value):
+    """A time that is not a time in timeline.csv: one line naming the table, exit 2."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["flow"], run)
+    lines = (run / "timeline.csv").read_text().splitlines()
+    head = lines[0].split(",")
+    last = lines[-1].split(",")
+    last[head.index("end_ns")] = value
+    lines[-1] = ",".join(last)
+    (run / "timeline.csv").write_text("\n".join(lines) + "\n")
+    p = _aifabric("metrics", run, "--out", tmp_path / "x.om", check=False)
+    assert p.returncode == 2 and "timeline" in p.stderr and "end_ns" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.om").exists()

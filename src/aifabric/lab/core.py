@@ -90,9 +90,14 @@ def load_lab(lab: Path | None = None) -> Lab:
     path = lab / STATE
     if not path.is_file():
         raise LabError(f"no lab is up in {lab} (start one with `aifabric lab up SPEC`)")
-    state = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        scale = parse_scale(str(state["scale"]))
+    except (ValueError, KeyError, TypeError, SpecError) as err:
+        raise LabError(f"the lab's {path} is damaged ({type(err).__name__}: {err}); take "
+                       "it down with `aifabric lab down` (or remove the folder)") from None
     spec = load_spec(lab / SPEC)
-    fabric, ctx, lay = _build(spec, parse_scale(state["scale"]), lab)
+    fabric, ctx, lay = _build(spec, scale, lab)
     return Lab(lab, state, fabric, ctx, lay)
 
 

@@ -132,6 +132,18 @@ def alert_rules(spec: Spec, scrape_interval_s: float = 15.0) -> list[Alert]:
               f"{port} retransmits more than {RETX_RATIO:.1%} of what it sends",
               "losses on a lossless class: check drops and CRC errors on its path and "
               "the PFC configuration (lossless priority, headroom)"),
+        # without these, a dead exporter or a device it cannot read turns every alert
+        # above into silence: its series go stale and firing alerts resolve
+        Alert("FabricExporterDown", "telemetry",
+              'up{job="aifabric"} == 0', 2 * iv, "critical",
+              "the aifabric exporter at {{ $labels.instance }} does not answer scrapes",
+              "restart aifabric monitor lab; until then the link, BGP and ECMP alerts "
+              "cannot fire"),
+        Alert("FabricTargetUnreadable", "telemetry",
+              "aifabric_up == 0", 2 * iv, "warning",
+              "the exporter cannot read {{ $labels.target }} on {{ $labels.device }}",
+              "the device's namespace or daemon does not answer (a frozen bgpd, a "
+              "removed namespace): its other series are missing, so its alerts are blind"),
     ]
 
 

@@ -53,11 +53,6 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     if cl is None or not len(cl["bytes"]):
         return []
     arc = cl["link"].astype(np.int64) * 2 + (cl["direction"] == "down")
-    if fabric is None:  # a port is (from, to, direction): parallel links are one series
-        named = np.char.add(np.char.add(cl["from"].astype(str), "\n"),
-                            np.char.add(cl["to"].astype(str), "\n"))
-        _, arc = np.unique(np.char.add(named, cl["direction"].astype(str)),
-                           return_inverse=True)
     # one series per (collective, job, port): rows that share all three are summed
     cn, ci = np.unique(cl["collective"].astype(str), return_inverse=True)
     jn, ji = np.unique(cl["job"].astype(str), return_inverse=True)
@@ -68,10 +63,12 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     u_cj = uk // n_arc
     if fabric is not None:
         labels = dict(_arc_label_source(tables, fabric)(uk % n_arc))
-    else:  # the table's own names: those of the links table, and every arc has them
+    else:  # the table's own names (those of the links table); port: the link's index, as
+        # the run's other series have it without the fabric (parallel links stay apart)
         blank = np.full(len(uk), "", dtype=object)
         tier = cl["tier"][first].astype(str)
-        labels = {"device": cl["from"][first].astype(object), "port": blank,
+        port = np.char.add("link", cl["link"][first].astype(np.int64).astype(str))
+        labels = {"device": cl["from"][first].astype(object), "port": port.astype(object),
                   "peer": cl["to"][first].astype(object),
                   "tier": np.char.partition(tier, " ")[:, 0].astype(object),
                   "plane": blank, "rail": blank, "segment": blank,

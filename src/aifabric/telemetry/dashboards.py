@@ -93,7 +93,7 @@ def overview() -> gd.Dashboard:
         .with_panel(_stat("BGP sessions down",
                           "count(aifabric_bgp_session_up == 0) or vector(0)"))
         .with_panel(_stat("Exporter targets down", "count(aifabric_up == 0) or vector(0)"))
-        .with_panel(_stat("Twin drift (groups)", "sum(aifabric_twin_drift) or vector(0)"))
+        .with_panel(_stat("Twin drift (groups)", "count(aifabric_twin_drift != 0) or vector(0)"))
         .with_panel(_ts("Utilization per tier", "percentunit",
                         _q(f"avg by (tier, direction) ({util}{{{fabric}}})",
                            "{{tier}} {{direction}}"),
@@ -163,7 +163,7 @@ def bgp() -> gd.Dashboard:
         .with_panel(_stat("Sessions down", "count(aifabric_bgp_session_up == 0) or vector(0)",
                           w=8))
         .with_panel(_stat("Groups drifting from the twin",
-                          "sum(aifabric_twin_drift) or vector(0)", w=8))
+                          "count(aifabric_twin_drift != 0) or vector(0)", w=8))
         .with_panel(_table("Sessions not Established", f"aifabric_bgp_session_up{sel} == 0"))
         .with_panel(_ts("Prefixes received per session", "short",
                         _q(f"aifabric_bgp_received_prefixes{sel}", "{{device}} {{peer}}")))
@@ -177,7 +177,7 @@ def bgp() -> gd.Dashboard:
         .with_panel(_table("ECMP groups smaller than planned",
                            f"aifabric_ecmp_next_hops{sel} < aifabric_ecmp_planned_next_hops"))
         .with_panel(_ts("Twin drift", "short",
-                        _q(f"sum by (device) (aifabric_twin_drift{sel})", "{{device}}"),
+                        _q(f"count by (device) (aifabric_twin_drift{sel} != 0)", "{{device}}"),
                         desc="Groups whose kernel next hops differ from the twin's "
                              "prediction (0: the twin agrees)."))
         .with_panel(_ts("Session uptime", "s",

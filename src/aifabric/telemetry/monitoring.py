@@ -108,14 +108,29 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float = 15.0,
         f"      - targets: [{_Q(exporter)}]",
         "  # every switch: SONiC exporter at its loopback",
         "  - job_name: sonic",
+        *_EXPORTER_RELABEL,
         "    static_configs:",
         *_targets(ctx, sw, ctx.plan.loopback[sw], SONIC_EXPORTER_PORT),
         "  # every host: node exporter at its first NIC port's address",
         "  - job_name: node",
+        *_EXPORTER_RELABEL,
         "    static_configs:",
         *_targets(ctx, hosts, host_ip, NODE_EXPORTER_PORT),
     ]
     return "\n".join(lines) + "\n"
+
+
+#: node_exporter and the SONiC exporter name the interface `device`; the target's own
+#: `device` (the plan's switch or host) wins, and Prometheus keeps theirs as
+#: `exported_device`: moved to `port`, as in aifabric's own series
+_EXPORTER_RELABEL = (
+    "    metric_relabel_configs:",
+    "      - source_labels: [exported_device]",
+    "        regex: (.+)",
+    "        target_label: port",
+    "      - regex: exported_device",
+    "        action: labeldrop",
+)
 
 
 _DATASOURCE = f"""\

@@ -27,8 +27,8 @@ axis and ``rate()`` over imported counters is per simulated microsecond.
 
 Labels: with the run's fabric (``fabric=``, built from the scenario) every port carries
 :data:`~aifabric.telemetry.catalog.PORT_LABELS`; without it, ``device``, ``peer`` (node
-names) and ``tier`` from the run's ``links`` table (a link it does not list, inside a
-host, gets ``port="link<index>"``).
+names) and ``tier`` from the run's ``links`` table and ``port="link<index>"`` (no
+interface names without the fabric; parallel links between two devices stay apart).
 """
 
 from __future__ import annotations
@@ -170,7 +170,25 @@ def read_run(run_dir: str | Path) -> dict[str, Table]:
     if not (rows("timeline") or rows("packet_queues")):
         raise SpecError(Problem("RUN_DIR", f"{run} has no time series (no rows in "
                                 "timeline or packet_queues, as csv or parquet); " + _RUN))
+    for name, cols in _TIMES.items():  # times must be times: a damaged table says so
+        for c in cols:
+            t = tables.get(name, {}).get(c)
+            if t is None or not len(t):
+                continue
+            v = np.asarray(t, dtype=np.float64)
+            bad = ~np.isfinite(v) | (v < 0)
+            if name == "transfers":  # a transfer that never ran has no times
+                bad &= ~np.isnan(v)
+            if bad.any():
+                raise SpecError(Problem(f"{run / name}", f"column {c} row {int(np.argmax(bad))}"
+                                        f" is {t[int(np.argmax(bad))]!r}, not a time; allowed: "
+                                        "nanoseconds >= 0 as simulate wrote them; " + _RUN))
     return tables
+
+
+#: the time columns of each table, checked by :func:`read_run`
+_TIMES = {"timeline": ("start_ns", "end_ns"), "transfers": ("start_ns", "end_ns"),
+          "packet_queues": ("time_ns",), "packet_flows": ("time_ns",)}
 
 
 @dataclass
@@ -247,10 +265,9 @@ def _arc_label_source(tables: dict[str, Table], fabric: Any) -> Any:
                 out[ok] = lk[c][row[ok]]  # type: ignore[index]
             return out
         blank = np.full(len(arcs), "", dtype=object)
-        # a link the table does not list (inside a host): named by its index, so that
-        # no two series share their labels
-        port = blank.copy()
-        port[~ok] = np.char.add("link", (arcs[~ok] // 2).astype(str)).astype(object)
+        # without the fabric there are no interface names: every port is named by its
+        # link's index, so parallel links between two devices stay apart
+        port = np.char.add("link", (arcs // 2).astype(str)).astype(object)
         tier = col("tier")  # "access up" -> "access"
         tier = np.char.partition(tier.astype(str), " ")[:, 0].astype(object) if len(tier) \
             else tier
@@ -472,16 +489,19 @@ def run_families(tables: dict[str, Table], fabric: Any = None,
 def parse_start(text: str) -> float:
     """``--start``: ISO 8601 (``2026-01-01T00:00:00Z``; no zone = UTC) or Unix seconds,
     as Unix seconds."""
+    bad = SpecError(Problem("--start", f"{text!r} is not a time; allowed: ISO 8601 like "
+                            "2026-01-01T00:00:00Z, or Unix seconds from 0 to 1e11"))
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
-    try:
-        d = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SpecError(Problem("--start", f"{text!r} is not a time; allowed: ISO 8601 "
-                                "like 2026-01-01T00:00:00Z, or Unix seconds")) from None
-    return (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+        try:
+            d = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise bad from None
+        t = (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+    if not 0 <= t <= 1e11:  # nan, inf and times Prometheus cannot hold
+        raise bad
+    return t
 
 
 def _escape(v: np.ndarray) -> np.ndarray:
