@@ -104,7 +104,8 @@ def scenario_flows(scn: Any, f: Fabric, *, start_times: str = "zero") -> QpFlows
     simulator does only when no stage waits for another (traffic patterns, one-step
     collectives); anything else is refused. ``flow`` — each transfer starts when the
     flow-level simulation (``sim: flow``) starts it: the DAG's order, without its
-    dependencies (neither file format can wait for a flow to finish). Repeated stages (a
+    dependencies (ns-3's flow file cannot wait for a flow to finish; htsim's connection
+    matrix has triggers that could, which this export does not write). Repeated stages (a
     ring's 2(n-1) steps) are refused in both modes."""
     from aifabric.sim.packet.run import flow_routes
     from aifabric.sim.paths import route_dag
@@ -125,8 +126,9 @@ def scenario_flows(scn: Any, f: Fabric, *, start_times: str = "zero") -> QpFlows
     if len(rep):
         raise _refuse("--start-times", f"repeated stages: {len(rep)} (the first: "
                       f"{_stage_label(dag, int(rep[0]))!r}, {int(dag.repeat[rep[0]])} "
-                      "times, each after the previous one): ns-3's flow file and htsim's "
-                      "connection matrix cannot wait for a flow to finish; allowed: "
+                      "times, each after the previous one): ns-3's flow file cannot wait "
+                      "for a flow to finish (htsim's triggers could; not exported yet); "
+                      "allowed: "
                       "traffic patterns, or collectives whose steps do not repeat "
                       "(alltoall, p2p)")
     waits = np.flatnonzero((npred > 0) | (dag.stage_kind == COMPUTE))
