@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.sim.packet.nets import FT4_SCENARIO
@@ -207,9 +208,10 @@ def test_ns3_config_follows_the_deployed_qos_when_the_scenario_sets_none(tmp_pat
     body = "traffic:\n  - {pattern: permutation, gpus: all, size_bytes: 10000}\n"
     plain = _scenario(tmp_path, body)
     deployed = tmp_path / "d.yaml"
-    deployed.write_text(plain.read_text().replace(
-        "topology: {family", "deploy: {qos: {ecn: {min_threshold_bytes: 50000, "
-        "max_threshold_bytes: 900000}}}\n  topology: {family"))
+    doc = yaml.safe_load(plain.read_text())
+    doc["spec"]["deploy"] = {"qos": {"ecn": {"min_threshold_bytes": 50000,
+                                             "max_threshold_bytes": 900000}}}
+    deployed.write_text(yaml.safe_dump(doc))
     kmin = []
     for p in (plain, deployed):
         scn = load_scenario(p, SimScenario)

@@ -5,20 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import yaml
 
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.sim import PacketSim, Topology
 
-#: a k=4 fat-tree of 16 single-GPU 100G hosts with per-switch ECMP: the head of a scenario
-#: file (append ``sim:``, ``packet:``, ``traffic:``)
-FT4_SCENARIO = """spec:
-  name: ft4
-  hosts: {count: 16, gpus_per_host: 1, nics_per_host: 1, port_gbps: 100}
-  switch_models:
-    k4: {ports: 4, port_gbps: 100}
-  topology: {family: fat_tree, k: 4, switch: {model: k4}, rail_optimized: false}
-routing: {policy: ecmp, seed_mode: per_switch}
-"""
+#: a k=4 fat-tree of 16 single-GPU 100G hosts with per-switch ECMP (a scenario's ``spec``
+#: and ``routing``)
+FT4 = {"spec": {"name": "ft4",
+                "hosts": {"count": 16, "gpus_per_host": 1, "nics_per_host": 1,
+                          "port_gbps": 100},
+                "switch_models": {"k4": {"ports": 4, "port_gbps": 100}},
+                "topology": {"family": "fat_tree", "k": 4, "switch": {"model": "k4"},
+                             "rail_optimized": False}},
+       "routing": {"policy": "ecmp", "seed_mode": "per_switch"}}
+#: the same as the head of a scenario file (append ``sim:``, ``packet:``, ``traffic:``)
+FT4_SCENARIO = yaml.safe_dump(FT4, sort_keys=False)
+
+
+def ft4_permutation(size_bytes: int) -> dict[str, Any]:
+    """A scenario: every GPU of :data:`FT4` sends ``size_bytes`` to a permutation partner."""
+    return {"name": "perm", **FT4,
+            "traffic": [{"pattern": "permutation", "gpus": "all", "size_bytes": size_bytes}]}
+
+
+def routed(doc: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """``doc``'s fabric, workload, routed paths and transfer -> connection map, as
+    ``simulate`` builds them (routing seed 0)."""
+    from aifabric import build_fabric
+    from aifabric.scenario import scenario_from_dict
+    from aifabric.sim.paths import route_dag
+    from aifabric.sim.run import compile_workload
+    from aifabric.sim.scenario import SimScenario
+
+    scn = scenario_from_dict(doc, model=SimScenario)
+    f = build_fabric(scn.spec)
+    wl = compile_workload(scn, f)
+    paths, xconn = route_dag(f, wl.dag, scn.spec.routing, seed=0)
+    return f, wl, paths, xconn
 
 
 def steady_goodput(sim: PacketSim, qp: Any) -> float:

@@ -22,17 +22,11 @@ from aifabric.sim.paths import connections, route_dag
 from aifabric.sim.run import compile_workload, simulate
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology.fabric import NodeKind
+from tests.sim.packet.nets import ft4_permutation, routed
 
 EX = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 SIZE = 200_000
-DOC = {"name": "perm", "spec": {
-    "name": "ft4", "hosts": {"count": 16, "gpus_per_host": 1, "nics_per_host": 1,
-                             "port_gbps": 100},
-    "switch_models": {"k4": {"ports": 4, "port_gbps": 100}},
-    "topology": {"family": "fat_tree", "k": 4, "switch": {"model": "k4"},
-                 "rail_optimized": False}},
-    "routing": {"policy": "ecmp", "seed_mode": "per_switch"},
-    "traffic": [{"pattern": "permutation", "gpus": "all", "size_bytes": SIZE}]}
+DOC = ft4_permutation(SIZE)
 
 
 def _cfg(mode: str, **kw) -> PacketConfig:
@@ -42,11 +36,7 @@ def _cfg(mode: str, **kw) -> PacketConfig:
 
 @pytest.fixture(scope="module")
 def perm():
-    scn = scenario_from_dict(DOC, model=SimScenario)
-    f = build_fabric(scn.spec)
-    wl = compile_workload(scn, f)
-    paths, xconn = route_dag(f, wl.dag, scn.spec.routing, seed=0)
-    return f, wl, paths, xconn
+    return routed(DOC)
 
 
 @pytest.fixture(scope="module")

@@ -10,24 +10,24 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aifabric.errors import SpecError
 from aifabric.scenario import scenario_from_dict
 from aifabric.sim.scenario import SimScenario
-from tests.sim.packet.nets import config, incast
-from tests.sim.packet.test_cli import FT as CLI_FT
+from tests.sim.packet.nets import FT4, config, incast
 
 EX = Path(__file__).resolve().parents[3] / "examples" / "scenarios"
 
-FT = CLI_FT + "sim: packet\n"
 INCAST = ("traffic:\n  - {pattern: incast, senders: \"1:5\", to: host-s00-h000-gpu0, "
           "size_bytes: %s}\n")
 
 
 def _scenario(tmp_path: Path, body: str, qps: int = 1) -> Path:
     p = tmp_path / "s.yaml"
-    p.write_text("name: s\n" + FT.replace("per_switch}", f"per_switch, qps_per_connection: "
-                                          f"{qps}}}") + body)
+    head = {"name": "s", **FT4, "routing": {**FT4["routing"], "qps_per_connection": qps},
+            "sim": "packet"}
+    p.write_text(yaml.safe_dump(head, sort_keys=False) + body)
     return p
 
 

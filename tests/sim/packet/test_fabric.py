@@ -7,44 +7,22 @@ import itertools
 import numpy as np
 import pytest
 
-from aifabric import build_fabric
-from aifabric.scenario import scenario_from_dict
 from aifabric.sim.flow.engine import run_flow
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.run import flow_routes, run_packet
-from aifabric.sim.paths import route_dag
 from aifabric.sim.results import arc_groups, build_result
-from aifabric.sim.run import compile_workload
-from aifabric.sim.scenario import SimScenario
 from aifabric.topology.fabric import NodeKind
-
-DOC = {"name": "perm", "spec": {
-    "name": "ft4", "hosts": {"count": 16, "gpus_per_host": 1, "nics_per_host": 1,
-                             "port_gbps": 100},
-    "switch_models": {"k4": {"ports": 4, "port_gbps": 100}},
-    "topology": {"family": "fat_tree", "k": 4, "switch": {"model": "k4"},
-                 "rail_optimized": False}},
-    "routing": {"policy": "ecmp", "seed_mode": "per_switch"},
-    "traffic": [{"pattern": "permutation", "gpus": "all", "size_bytes": 4_000_000}]}
-
-
-def _load(size_bytes):
-    doc = {**DOC, "traffic": [{**DOC["traffic"][0], "size_bytes": size_bytes}]}
-    scn = scenario_from_dict(doc, model=SimScenario)
-    f = build_fabric(scn.spec)
-    wl = compile_workload(scn, f)
-    paths, xconn = route_dag(f, wl.dag, scn.spec.routing, seed=0)
-    return f, wl, paths, xconn
+from tests.sim.packet.nets import ft4_permutation, routed
 
 
 @pytest.fixture(scope="module")
 def perm():
-    return _load(4_000_000)
+    return routed(ft4_permutation(4_000_000))
 
 
 @pytest.fixture(scope="module")
 def small():
-    return _load(500_000)
+    return routed(ft4_permutation(500_000))
 
 
 def test_routes_run_nic_to_nic_along_the_routed_arcs(small):
