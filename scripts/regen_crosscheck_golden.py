@@ -11,7 +11,6 @@ same and compares byte for byte, so any change in output shows up as a reviewed 
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -35,31 +34,25 @@ def golden_files(scenario: Path) -> dict[str, str]:
 
 
 def stored_files(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): p.read_text(encoding="utf-8")
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "scenario.yaml"}
+    return _regen().stored_files(folder, "scenario.yaml")
+
+
+def _regen():
+    """scripts/regen_golden.py, which holds the regeneration loop (loaded by path: the
+    tests load this file the same way, without scripts/ on sys.path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("regen_golden",
+                                                  Path(__file__).with_name("regen_golden.py"))
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main() -> int:
-    check = "--check" in sys.argv
-    differ = []
-    for scenario in sorted(GOLDEN.glob("*/scenario.yaml")):
-        folder = scenario.parent
-        want = golden_files(scenario)
-        if want != stored_files(folder):
-            differ.append(folder.name)
-        if check:
-            continue
-        for fmt in FORMATS:
-            shutil.rmtree(folder / fmt, ignore_errors=True)
-        for rel, text in want.items():
-            path = folder / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8", newline="\n")
-        print(f"{folder.name}: {len(want)} files")
-    if check and differ:
-        print(f"golden files differ: {', '.join(differ)}")
-        return 1
-    return 0
+    return _regen().regenerate(GOLDEN, "scenario.yaml", golden_files, FORMATS,
+                               "--check" in sys.argv)
 
 
 if __name__ == "__main__":

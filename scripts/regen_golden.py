@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from aifabric import build_fabric, load_spec
@@ -37,29 +38,41 @@ def golden_files(spec_path: Path) -> dict[str, str]:
     return keep
 
 
-def main() -> int:
-    check = "--check" in sys.argv
+def stored_files(folder: Path, input_name: str = "spec.yaml") -> dict[str, str]:
+    """The golden files kept in ``folder`` (all but its input ``input_name``)."""
+    return {str(p.relative_to(folder)): p.read_text(encoding="utf-8")
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != input_name}
+
+
+def regenerate(root: Path, input_name: str, want_of: Callable[[Path], dict[str, str]],
+               clear: Iterable[str], check: bool) -> int:
+    """For every ``root/<case>/<input_name>``: compare ``want_of(input)`` with the stored
+    files; unless ``check``, clear the ``clear`` subfolders and write what is wanted.
+    Returns 1 when ``check`` and some case differs, else 0."""
     differ = []
-    for spec in sorted(GOLDEN.glob("*/spec.yaml")):
-        folder = spec.parent
-        want = golden_files(spec)
-        have = {str(p.relative_to(folder)): p.read_text(encoding="utf-8")
-                for p in folder.rglob("*") if p.is_file() and p.name != "spec.yaml"}
-        if want != have:
+    for inp in sorted(root.glob(f"*/{input_name}")):
+        folder = inp.parent
+        want = want_of(inp)
+        if want != stored_files(folder, input_name):
             differ.append(folder.name)
         if check:
             continue
-        for sub in ("switches", "hosts"):
+        for sub in clear:
             shutil.rmtree(folder / sub, ignore_errors=True)
         for rel, text in want.items():
             path = folder / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            path.write_text(text, encoding="utf-8", newline="\n")
         print(f"{folder.name}: {len(want)} files")
     if check and differ:
         print(f"golden files differ: {', '.join(differ)}")
         return 1
     return 0
+
+
+def main() -> int:
+    return regenerate(GOLDEN, "spec.yaml", golden_files, ("switches", "hosts"),
+                      "--check" in sys.argv)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,7 @@ def test_build_output_equals_the_golden_files(family):
     """Same files, same bytes (run scripts/regen_golden.py to accept a change)."""
     folder = GOLDEN / family
     want = regen.golden_files(folder / "spec.yaml")
-    have = {str(p.relative_to(folder)): p.read_text(encoding="utf-8")
-            for p in folder.rglob("*") if p.is_file() and p.name != "spec.yaml"}
+    have = regen.stored_files(folder)
     assert sorted(want) == sorted(have)
     for rel in sorted(want):
         assert want[rel] == have[rel], f"{family}/{rel} differs; run scripts/regen_golden.py"
