@@ -22,7 +22,7 @@ from rich.table import Table
 
 from aifabric.cli._common import MAX_MEMORY, build, console, err_console, styled
 from aifabric.errors import SpecError
-from aifabric.report.markdown import fmt_ms, fmt_num
+from aifabric.report.markdown import fmt_ms, fmt_num, packet_counts
 from aifabric.scenario import load_scenario
 from aifabric.sim.results import SimResult
 from aifabric.sim.run import compile_workload, simulate
@@ -203,9 +203,7 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
                   f"{e['repetitions_reused']:,} repeated steps reused")
     if "packet" in s:
         pk = s["packet"]
-        console.print(f"packet: {pk['drops']:,} drops, {pk['retx_bytes']:,} bytes "
-                      f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
-                      f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us paused")
+        console.print(f"packet: {packet_counts(pk)}")
         if pk.get("paused_queues"):
             top = pk["pauses"][0]
             console.print(f"pauses: {pk['paused_queues']:,} queues (port, priority) paused; "

@@ -15,6 +15,14 @@ __all__ = ["COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows", "rend
 COMPARED_COLLECTIVES = 12
 
 
+def packet_counts(pk: dict[str, Any]) -> str:
+    """The packet summary's counters as one phrase (console and report): drops,
+    retransmitted bytes, ECN marks, CNPs, PFC frames, paused time."""
+    return (f"{pk['drops']:,} drops, {pk['retx_bytes']:,} bytes retransmitted, "
+            f"{pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, {pk['pfc_frames']:,} PFC "
+            f"frames, {pk['pause_ns'] / 1e3:.1f} us paused")
+
+
 def fmt_ms(ns: float, unit: str = " ms") -> str:
     """Nanoseconds as milliseconds; "unfinished" for a time never reached (NaN)."""
     return f"{ns / 1e6:,.3f}{unit}" if np.isfinite(ns) else "unfinished"
@@ -172,10 +180,7 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             f"{v['one_port_idle']} with one port idle" for k, v in tp.items()))
     if "packet" in s:
         pk = s["packet"]
-        parts.append(f"Packet level: {pk['drops']:,} drops, {pk['retx_bytes']:,} bytes "
-                     f"retransmitted, {pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, "
-                     f"{pk['pfc_frames']:,} PFC frames, {pk['pause_ns'] / 1e3:.1f} us "
-                     "paused in total.")
+        parts.append(f"Packet level: {packet_counts(pk)} in total.")
         if pk.get("paused_queues"):
             top = pk["pauses"][0]
             parts.append(f"Pauses: {pk['paused_queues']:,} queues (port, priority) paused; "
