@@ -51,7 +51,7 @@ def test_out_writes_link_and_flow_tables_and_a_histogram(cli, tmp_path):
     r = cli("route", str(SCEN / "pinned-flows.yaml"), "--out", out)
     assert r.code == 0, r.err
     assert sorted(p.name for p in out.iterdir()) == [
-        "flows.csv", "link_load_hist.png", "links.csv", "report.json"]
+        "flows.csv", "link_load_hist.png", "links.csv", "report.json", "run.json"]
     flows = list(csv.DictReader((out / "flows.csv").read_text().splitlines()))
     assert len(flows) == 5
     assert flows[0]["path"].split(" > ")[3] == "spine-07"

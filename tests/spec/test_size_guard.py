@@ -178,7 +178,7 @@ def test_route_refuses_traffic_too_big(cli, tmp_path, monkeypatch):
     p = tmp_path / "route.yaml"
     p.write_text(yaml.safe_dump({"name": "r", "spec": str(HPN),
                                  "traffic": [{"pattern": "all_to_all", "gpus": "all"}]}))
-    monkeypatch.setattr("aifabric.cli.route.build_traffic", boom)
+    monkeypatch.setattr("aifabric.routing.traffic.build_traffic", boom)
     r = cli("route", str(p), "--max-memory", "16G")
     assert r.code == 2 and "235,914,240 connections" in r.err and "traffic.0" in r.err, r.err
 

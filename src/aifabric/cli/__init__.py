@@ -60,6 +60,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "metrics": ("metrics", "metrics_cmd",
                 "A finished simulation as OpenMetrics with timestamps, for Prometheus "
                 "backfill."),
+    "serve": ("serve", "serve_cmd",
+              "Serve the twin as a web page: topology, heatmap, collective paths, what-if "
+              "failures and the files of a run."),
 }
 
 _MARKUP = "markdown"

@@ -12,51 +12,14 @@ from rich.table import Table
 
 from aifabric.cli._common import MAX_MEMORY, build, console, styled
 from aifabric.errors import Problem, SpecError
-from aifabric.routing import failed_links, failure_impact, route, route_stats
-from aifabric.routing.failover import compare_routes
 from aifabric.routing.route import Routed
+from aifabric.routing.scenario import path_names, run_scenario
 from aifabric.routing.stats import TIERS, tier_of_arcs
-from aifabric.routing.traffic import build_traffic
 from aifabric.scenario import Scenario, load_scenario
 from aifabric.spec.models import Routing
 from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["route_cmd", "run_scenario"]
-
-
-def run_scenario(sc: Scenario, fabric: Fabric) -> tuple[Routed, dict[str, Any]]:
-    """Route a scenario's traffic (with its failures); the report as a JSON-ready dict."""
-    from aifabric.guard import check_traffic, fabric_bytes
-
-    file = sc.file
-    try:
-        check_traffic(sc.traffic, len(fabric.ids(NodeKind.GPU, active_only=True)),
-                      sc.policy.qps_per_connection, sc.base_dir,
-                      fabric_bytes=fabric_bytes(fabric))
-        flows, pinned = build_traffic(fabric, sc.traffic, seed=sc.seed, base_dir=sc.base_dir)
-        down = failed_links(fabric, sc.failures, file=file)
-    except SpecError as err:
-        raise err.with_file(file) if file else err from None
-    if not len(flows):
-        raise SpecError(Problem("traffic", "no flows; allowed: at least one pattern that "
-                                "yields a connection", file))
-    try:
-        routed = route(fabric, flows, sc.policy, failures=~down, pinned=pinned)
-    except SpecError as err:
-        raise err.with_file(file) if file else err from None
-    pol = sc.policy
-    report: dict[str, Any] = {
-        "scenario": sc.name,
-        "fabric": fabric.name,
-        "family": fabric.family,
-        "policy": pol.model_dump(mode="json"),
-        "stats": route_stats(routed),
-    }
-    if down.any():
-        base = route(fabric, flows, pol, pinned=pinned)
-        report["failures"] = {"impact": failure_impact(fabric, ~down),
-                              "flows": compare_routes(base, routed)}
-    return routed, report
 
 
 def _mib(x: float) -> str:
@@ -178,19 +141,9 @@ def flow_table(routed: Routed) -> dict[str, np.ndarray]:
     names = f.nodes.name.astype(object)
     nic_name = np.where(fl.src_nic >= 0, names[np.maximum(fl.src_nic, 0)], "")
     dnic_name = np.where(fl.dst_nic >= 0, names[np.maximum(fl.dst_nic, 0)], "")
-    src, dst, _ = f.arcs
-    ptr, arcs = routed.ptr, routed.arcs
     n = len(fl)
-    hops = np.diff(ptr)
-    if routed.frac is None and len(arcs):
-        # node names along the path: the first arc's tail, then every arc's head
-        parts = (" > " + names[dst[arcs]]).astype(object)
-        start = ptr[:-1][hops > 0]
-        joined = np.add.reduceat(parts, start)
-        path = np.full(n, "", dtype=object)
-        path[hops > 0] = names[src[arcs[start]]] + joined
-    else:
-        path = np.full(n, "", dtype=object)  # sprayed: see the links table
+    hops = np.diff(routed.ptr)
+    path = path_names(routed)  # node names along the path; sprayed: see the links table
     return {
         "flow": np.arange(n), "conn": fl.conn, "qp": fl.qp,
         "src_gpu": names[fl.src_gpu], "dst_gpu": names[fl.dst_gpu],
@@ -250,9 +203,11 @@ def _histogram(routed: Routed, path: Path) -> None:
     plt.close(fig)
 
 
-def _write_out(out: Path, routed: Routed, report: dict[str, Any], fmt: str) -> list[str]:
+def _write_out(out: Path, routed: Routed, report: dict[str, Any], fmt: str,
+               record: str | None = None) -> list[str]:
     """Build every output in a temporary folder, then move it into ``out`` at once
-    (:func:`aifabric.outputs.atomic_folder`)."""
+    (:func:`aifabric.outputs.atomic_folder`); ``record``: the text of ``run.json``
+    (:mod:`aifabric.runinfo`), what the run was made from."""
     from aifabric.outputs import ROUTE, atomic_folder
 
     ext = "parquet" if fmt == "parquet" else "csv"
@@ -262,6 +217,9 @@ def _write_out(out: Path, routed: Routed, report: dict[str, Any], fmt: str) -> l
         _write_table(flow_table(routed), tmp / names[1], fmt)
         _histogram(routed, tmp / names[2])
         (tmp / names[3]).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        if record is not None:
+            (tmp / "run.json").write_text(record, encoding="utf-8")
+            names.append("run.json")
     return names
 
 
@@ -307,10 +265,13 @@ def route_cmd(
     fabric = build(sc.spec, sc.spec_file or scenario)
     routed, report = run_scenario(sc, fabric)
     if out is not None:
-        _write_out(out, routed, report, fmt)
+        from aifabric.runinfo import run_record_text
+
+        _write_out(out, routed, report, fmt, record=run_record_text(sc, "route", scenario))
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
     _render(report)
     if out is not None:
-        console.print(f"wrote {out}/: links, flows, link_load_hist.png, report.json")
+        console.print(f"wrote {out}/: links, flows, link_load_hist.png, report.json, "
+                      "run.json")

@@ -103,17 +103,23 @@ def load_and_run(path: Path, sim: str | None = None,
     if sim is not None:
         scn = scn.model_copy(update={"sim": sim})
     fabric = build(scn.spec, scn.spec_file or path)
+    from aifabric.runinfo import RUN_JSON, run_record_text
+
     try:
         wl = compile_workload(scn, fabric)
         label = f"simulating {scn.name}"
         if scn.sim == "packet":
             with _event_progress(label) as evp:
-                return simulate(scn, fabric, workload=wl, events_progress=evp,
-                                max_events=float("inf") if max_events is None else max_events)
-        with _progress(wl.dag.n_stages, label) as prog:
-            return simulate(scn, fabric, progress=prog, workload=wl)
+                res = simulate(scn, fabric, workload=wl, events_progress=evp,
+                               max_events=float("inf") if max_events is None else max_events)
+        else:
+            with _progress(wl.dag.n_stages, label) as prog:
+                res = simulate(scn, fabric, progress=prog, workload=wl)
     except SpecError as err:
         raise err.with_file(str(path)) from None
+    # what the run was made from: write_report puts it beside the tables (run.json)
+    res.meta.setdefault("files", {})[RUN_JSON] = run_record_text(scn, "simulate", path)
+    return res
 
 
 #: rows of the console's collective table (the rest: collectives.csv)

@@ -59,7 +59,9 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
     """Write tables, plots and ``report.md`` for one or several results into ``out``.
 
     One result: everything in ``out``. Several (compare, demo): one sub-folder per
-    scenario and a report comparing them. The folder is written atomically (see
+    scenario and a report comparing them. Text files a result carries in
+    ``meta["files"]`` (``run.json``: what the run was made from) go beside its tables.
+    The folder is written atomically (see
     :mod:`aifabric.outputs`); ``out`` must be new, empty or a previous report.
     """
     from aifabric.outputs import REPORT, atomic_folder
@@ -78,6 +80,8 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
             sub.mkdir(exist_ok=True)
             prefix = "" if len(results) == 1 else f"{name}/"
             files[name] = [prefix + x for x in write_tables(r, sub, fmt)]
+            for fname, text in sorted(r.meta.get("files", {}).items()):  # e.g. run.json
+                (sub / fname).write_text(text, encoding="utf-8")
             figs[name] = [prefix + x for x in write_plots(r, sub)]
         md = render_markdown(results, names=names, figures=figs, files=files, title=title,
                              preamble=preamble)
