@@ -35,7 +35,12 @@ def test_every_example_scenario_loads():
     files = sorted(SCEN.glob("*.yaml"))
     assert len(files) >= 6
     for p in files:
-        if "sim" in yaml.safe_load(p.read_text()):
+        if "goodput" in yaml.safe_load(p.read_text()):  # aifabric goodput's scenarios
+            from aifabric.goodput.spec import GoodputScenario
+
+            sc = load_scenario(p, GoodputScenario)
+            assert sc.jobs
+        elif "sim" in yaml.safe_load(p.read_text()):
             sc = load_scenario(p, SimScenario)
             assert sc.traffic or sc.collectives or sc.jobs
         else:

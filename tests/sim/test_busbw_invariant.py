@@ -45,7 +45,8 @@ from aifabric.topology import build_fabric
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted(p for p in (ROOT / "examples" / "scenarios").glob("*.yaml")
+                   if "\ngoodput:" not in p.read_text())  # aifabric goodput's
 SIMS = ("flow", "analytic", "packet")
 PACKET_MAX_TRANSFER_BYTES = 4096
 PACKET_MAX_MICRO_BATCHES = 1

@@ -42,6 +42,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "Simulate a scenario: completion time, algbw and busbw of every "
                  "collective, iteration and exposed communication time of every job, link "
                  "utilization, the slowest flows and the links that slowed them."),
+    "goodput": ("goodput", "goodput_cmd",
+                "How much training time a job loses to failures: effective training time "
+                "ratio, interruptions per day by cause, time lost by cause, backup hosts, "
+                "and a sweep of checkpoint intervals with its optimum."),
     "compare": ("compare", "compare",
                 "Simulate several scenarios and put their results side by side."),
     "demo": ("demo", "demo",

@@ -1,0 +1,433 @@
+"""Goodput of one job: the fabric, the routing model's answers, the Monte Carlo, the report.
+
+:func:`run_goodput` is the pure core behind ``aifabric goodput``: no printing, no files.
+It places the scenario's jobs as ``simulate`` does (:func:`aifabric.sim.run.compile_workload`),
+asks the routing model once per group of components what a failure does to the job
+(:mod:`aifabric.goodput.impact`), turns the per-instance failure rates into the rates of
+interrupting and degrading failures, and runs the vectorised Monte Carlo
+(:mod:`aifabric.goodput.montecarlo`) for the configured checkpoint intervals and a sweep
+of one level's interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.goodput.checkpoint import ResolvedLevel, nest, resolve_levels
+from aifabric.goodput.impact import ImpactTable, component_groups, failure_entry, job_impact
+from aifabric.goodput.montecarlo import Degrade, EngineResult, Kind, Levels, run_engine
+from aifabric.goodput.rates import CLASSES, DEFAULTS, HOST_CLASSES, MONTH_S
+from aifabric.goodput.spec import GoodputScenario
+from aifabric.topology.fabric import Fabric, LinkKind
+
+__all__ = ["ClassRow", "GoodputResult", "optimum", "run_goodput"]
+
+#: the most sweep points x trials one run holds (memory: ~20 arrays of this size)
+MAX_CELLS = 4_000_000
+DAY = 86400.0
+
+
+@dataclass
+class ClassRow:
+    """One failure class: its rate and what the routing model said about its parts."""
+
+    cls: str
+    rate_per_month: float  # per instance
+    repair_s: float
+    source: str
+    instances: int
+    interrupting: int
+    degrading: int
+    slowdown: float  # worst slowdown of a degrading group (1: none)
+    interrupts_per_day: float  # expected, from the rates
+    degrades_per_day: float
+
+
+@dataclass
+class GoodputResult:
+    scenario: str
+    summary: dict[str, Any]
+    classes: list[ClassRow]
+    engine: EngineResult
+    sweep_intervals: np.ndarray  # (S - 1,) swept level's interval of each sweep point
+    tables: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)  # seconds per phase (not in JSON)
+
+
+def _rates(sc: GoodputScenario) -> dict[str, tuple[float, float, str]]:
+    """Per class: failures per instance per second, repair seconds, source."""
+    out = {}
+    for c in CLASSES:
+        d = DEFAULTS[c]
+        given = sc.goodput.failures.get(c)
+        rate, repair, src = d.rate_per_month / MONTH_S, d.repair_s, d.source
+        if given is not None:
+            if given.rate_per_month is not None:
+                rate, src = given.rate_per_month / MONTH_S, "scenario"
+            elif given.mtbf is not None:
+                rate, src = 1.0 / given.mtbf, "scenario"
+            if given.repair is not None:
+                repair = float(given.repair)
+        out[c] = (rate, repair, src)
+    return out
+
+
+def optimum(intervals: np.ndarray, ettr: np.ndarray, window: int = 4) -> float:
+    """The interval of the highest mean ETTR, refined by a least-squares parabola in
+    log(interval) through the best point and up to ``window`` points each side."""
+    i = int(np.argmax(ettr))
+    lo, hi = max(0, i - window), min(len(ettr), i + window + 1)
+    x, y = np.log(intervals[lo:hi]), ettr[lo:hi]
+    if hi - lo >= 3 and 0 < i < len(ettr) - 1:
+        a, b, _ = np.polyfit(x, y, 2)
+        if a < 0:
+            v = -b / (2 * a)
+            if x[0] <= v <= x[-1]:
+                return float(np.exp(v))
+    return float(intervals[i])
+
+
+def _job(sc: GoodputScenario) -> int:
+    names = [j.name or f"job{i}" for i, j in enumerate(sc.jobs)]
+    if not names:
+        raise SpecError(Problem("jobs", "goodput needs a job; allowed: a jobs: entry"))
+    want = sc.goodput.job
+    if want is None:
+        return 0
+    if want not in names:
+        raise SpecError(Problem("goodput.job", f"no job {want!r}; allowed: "
+                                f"{', '.join(names)}"))
+    return names.index(want)
+
+
+def _iteration_s(sc: GoodputScenario, fabric: Fabric, ji: int, gpus: np.ndarray,
+                 failures: list[Any]) -> float:
+    """The flow model's iteration time (s) of job ``ji`` on its GPUs, with ``failures``."""
+    from aifabric.sim.run import simulate
+    from aifabric.sim.scenario import SimScenario
+
+    js = sc.jobs[ji].model_copy(update={"gpus": [str(x) for x in fabric.nodes.name[gpus]]})
+    fields = {k: getattr(sc, k) for k in SimScenario.model_fields}
+    fields.update(jobs=[js], collectives=[], traffic=[], failures=failures, sim="flow")
+    if "workload" in fields:  # only this job: no imported (Chakra) workload beside it
+        fields["workload"] = None
+    scn = SimScenario.model_construct(**fields)
+    scn._file, scn._base_dir, scn._spec_file = sc._file, sc._base_dir, sc._spec_file
+    res = simulate(scn, fabric, name="goodput")
+    return float(res.summary["jobs"][0]["iteration_ns"]) / 1e9
+
+
+def _pools(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray) -> tuple[int, np.ndarray]:
+    rec = sc.goodput.recovery
+    seg = fabric.nodes.segment[fabric.host_node[job_hosts]]
+    per_seg = int(sc.spec.hosts.backup_per_segment)
+    if rec.spare_scope == "cluster":
+        n_seg = len(np.unique(fabric.nodes.segment[fabric.host_node]))
+        spares = per_seg * n_seg if rec.backup_hosts == "fabric" else int(rec.backup_hosts)
+        return spares, np.ones(1)
+    spares = per_seg if rec.backup_hosts == "fabric" else int(rec.backup_hosts)
+    _, cnt = np.unique(seg, return_counts=True)
+    return spares, cnt.astype(np.float64)
+
+
+def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = None,
+                seed: int | None = None, horizon: float | None = None) -> GoodputResult:
+    """Goodput of the scenario's job on ``fabric`` (SpecError on bad input)."""
+    import time
+
+    from aifabric.sim.run import compile_workload
+
+    clock = time.perf_counter()
+    gp = sc.goodput
+    T = int(trials if trials is not None else gp.trials)
+    seed_ = int(seed if seed is not None else gp.seed)
+    H = float(horizon if horizon is not None else gp.horizon)
+    if sc.failures:
+        raise SpecError(Problem("failures", "goodput draws its own failures; allowed: no "
+                                "failures: entries (use goodput.failures for rates)"))
+    ji = _job(sc)
+    placed = sc.model_copy(update={"collectives": [], "traffic": []})
+    placed._file, placed._base_dir, placed._spec_file = sc._file, sc._base_dir, sc._spec_file
+    wl = compile_workload(placed, fabric)
+    gpus = wl.job_gpus[ji]
+    job = sc.jobs[ji]
+    job_hosts = np.unique(fabric.nodes.host[gpus])
+    t_place = time.perf_counter()
+    rates = _rates(sc)
+
+    # the routing model, once per group of network components
+    groups = component_groups(fabric, job_hosts)
+    table: ImpactTable = job_impact(fabric, gpus, sc.policy, groups)
+    t_route = time.perf_counter()
+    base_it: float | None = None
+    need_step = gp.step_time is None and any(lv.every_steps is not None
+                                             for lv in gp.checkpoint.levels)
+    degr = [g for g in table.groups if g.degrades and rates[g.cls][0] > 0]
+    if need_step or (gp.slowdown == "flow" and degr):
+        base_it = _iteration_s(sc, fabric, ji, gpus, [])
+    sims = 0
+    cache: dict[tuple[int, int], float] = {}  # slowdown per effect on the job's hosts
+    for g in degr:
+        if gp.slowdown == "flow" and base_it:
+            key = _effect(fabric, job_hosts, g.rep_links)
+            if key not in cache:
+                it = _iteration_s(sc, fabric, ji, gpus, [failure_entry(fabric, g)])
+                sims += 1
+                cache[key] = max(1.0, it / base_it)
+            g.slowdown = cache[key]
+    t_flow = time.perf_counter()
+
+    # interrupting and degrading failures per class
+    n_gpu, n_host = len(gpus), len(job_hosts)
+    kinds: list[Kind] = []
+    degrades: list[Degrade] = []
+    rows: list[ClassRow] = []
+    for c in CLASSES:
+        rate, repair, src = rates[c]
+        if c in ("gpu", "software"):
+            inst, intr, deg, slow = n_gpu, n_gpu, 0, 1.0
+        elif c == "host":
+            inst, intr, deg, slow = n_host, n_host, 0, 1.0
+        else:
+            gs = table.of(c)
+            inst = sum(g.count for g in gs)
+            intr = sum(g.count for g in gs if g.interrupts)
+            deg = sum(g.count for g in gs if g.degrades)
+            slow = max([g.slowdown for g in gs if g.degrades], default=1.0)
+            for g in gs:
+                if g.degrades and rate > 0:
+                    degrades.append(Degrade(c, rate * g.count, g.slowdown, repair))
+        if intr and rate > 0:
+            kinds.append(Kind(c, rate * intr, needs_host=c in HOST_CLASSES,
+                              wait_s=0.0 if c in HOST_CLASSES else repair,
+                              repair_s=repair))
+        rows.append(ClassRow(c, rate * MONTH_S, repair, src, inst, intr, deg, slow,
+                             rate * intr * DAY, rate * deg * DAY))
+    total_rate = sum(k.rate for k in kinds)
+
+    # checkpoint levels, the sweep
+    hs_cap = _host_nic_gbytes(fabric, job_hosts)
+    step = float(gp.step_time) if gp.step_time is not None else base_it
+    levels = resolve_levels(gp.checkpoint, params=job.model.params, hosts=n_host,
+                            nic_gbytes_per_s=hs_cap, step_s=step)
+    base, mult = nest(levels)
+    sw_level, sweep = _sweep(sc, levels, base, mult, kinds)
+    T_sw = min(T, sc.goodput.sweep.trials) if sweep and sc.goodput.sweep else 0
+    if max(T, len(sweep) * T_sw) > MAX_CELLS:
+        raise SpecError(Problem("goodput.trials", f"{T:,} trials, {len(sweep)} sweep points "
+                                f"x {T_sw:,} trials: over {MAX_CELLS:,} runs at once; "
+                                "allowed: fewer trials or sweep points"))
+    spares, pool_w = _pools(sc, fabric, job_hosts)
+    rec = gp.recovery
+
+    def engine(bases: list[float], mults: list[np.ndarray], trials_: int) -> EngineResult:
+        lv = Levels([x.name for x in levels], np.array(bases), np.array(mults),
+                    [x.save_s for x in levels], [x.upload_s for x in levels],
+                    [x.restore_s for x in levels], [x.host_memory for x in levels])
+        return run_engine(kinds, degrades, lv, detect=rec.detect, restart=rec.restart,
+                          swap=rec.swap, spares=spares, pool_weights=pool_w, horizon=H,
+                          trials=trials_, seed=seed_)
+
+    eng = engine([base], [mult], T)
+    eng_sw = engine([b for b, _ in sweep], [m for _, m in sweep], T_sw) if sweep else None
+    t_mc = time.perf_counter()
+    sw_int = np.array([b * m[sw_level] for b, m in sweep]) if sweep else np.zeros(0)
+    summary = _summary(sc, fabric, job, gpus, job_hosts, rows, levels, eng, eng_sw, H, T,
+                       seed_, spares, pool_w, kinds, sw_level, sw_int, total_rate, table,
+                       sims, base_it, step)
+    timing = {"place": round(t_place - clock, 3),
+                           "routing": round(t_route - t_place, 3),
+                           "flow_model": round(t_flow - t_route, 3),
+                           "monte_carlo": round(t_mc - t_flow, 3)}
+    res = GoodputResult(sc.name, summary, rows, eng, sw_int, timing=timing)
+    res.tables = _tables(res, levels, sw_level)
+    return res
+
+
+def _effect(fabric: Fabric, job_hosts: np.ndarray, down: np.ndarray) -> tuple[int, int]:
+    """What a degrading failure takes from the job: (job hosts that lose NIC ports, most
+    ports one of them loses). Failures alike in this slow the job alike (the fabric's
+    symmetry: which rail or side does not matter), so the flow model runs once per key."""
+    links = fabric.links
+    d = down[links.kind[down] == LinkKind.ACCESS]
+    host = fabric.nodes.host[links.a[d]]
+    host = host[np.isin(host, job_hosts)]
+    if not len(host):
+        return (0, 0)
+    _, cnt = np.unique(host, return_counts=True)
+    return (len(cnt), int(cnt.max()))
+
+
+def _host_nic_gbytes(fabric: Fabric, job_hosts: np.ndarray) -> float:
+    """Scale-out bandwidth of one job host, GB/s (its access links' up capacity)."""
+    links = fabric.links
+    acc = np.flatnonzero(links.kind == LinkKind.ACCESS)
+    host = fabric.nodes.host[links.a[acc]]
+    h0 = int(job_hosts[0])
+    cap = links.capacity_gbps[acc[host == h0], 0].sum()
+    return float(cap) / 8.0 if cap > 0 else 1.0
+
+
+def _sweep(sc: GoodputScenario, levels: list[ResolvedLevel], base: float, mult: np.ndarray,
+           kinds: list[Kind]) -> tuple[int, list[tuple[float, np.ndarray]]]:
+    """The swept level and, per sweep point, (base interval, multiples)."""
+    sw = sc.goodput.sweep
+    if sw is None:
+        return 0, []
+    names = [x.name for x in levels]
+    if sw.level is not None and sw.level not in names:
+        raise SpecError(Problem("goodput.sweep.level", f"no level {sw.level!r}; allowed: "
+                                f"{', '.join(names)}"))
+    li = names.index(sw.level) if sw.level is not None else 0
+    lvl = levels[li]
+    floor_s = lvl.save_s + lvl.upload_s
+    if sw.intervals is not None:
+        grid = np.array(sorted(set(float(x) for x in sw.intervals)))
+    else:
+        usable = _usable_rate(kinds, lvl)
+        mtbf = 1.0 / usable if usable > 0 else sc.goodput.horizon
+        young = float(np.sqrt(2 * max(lvl.save_s, 1e-3) * mtbf))
+        grid = young * np.geomspace(0.25, 4.0, sw.points)
+    grid = grid[grid > floor_s * 1.0001]
+    out: list[tuple[float, np.ndarray]] = []
+    is_base = int(mult[li]) == 1
+    others = [i for i in range(len(levels)) if i != li]
+    # sweeping the most frequent level keeps the other levels' intervals exactly: its
+    # interval runs over G / k, G the largest interval all of theirs are multiples of
+    g = int(np.gcd.reduce(mult[others])) if others else 0
+    seen = set()
+    for tau in grid:
+        if is_base and others:
+            k = max(1, round(g * base / tau))
+            b = g * base / k
+            m = mult // g * k
+            m[li] = 1
+        elif is_base:
+            b, m = float(tau), mult.copy()
+        else:
+            b = base
+            m = mult.copy()
+            m[li] = max(1, round(tau / base))
+        if (m * b <= np.array([x.save_s + x.upload_s for x in levels]) * 1.0001).any():
+            continue
+        key = (b, tuple(m.tolist()))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append((b, m))
+    return li, out
+
+
+def _usable_rate(kinds: list[Kind], lvl: ResolvedLevel) -> float:
+    """The rate of the interruptions after which ``lvl``'s checkpoint can be restored (a
+    host-memory copy is lost with its host): Young's ``M`` for that level."""
+    return sum(k.rate for k in kinds if not (lvl.host_memory and k.needs_host))
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q))
+
+
+def _summary(sc, fabric, job, gpus, job_hosts, rows, levels, eng: EngineResult,
+             eng_sw: EngineResult | None, H, T, seed, spares, pool_w, kinds, sw_level,
+             sw_int, total_rate, table, sims, base_it, step) -> dict[str, Any]:
+    days = H / DAY
+    e0 = eng.ettr[0]
+    lost = {
+        "detect": eng.detect[0], "wait": eng.wait[0], "restart": eng.restart[0],
+        "recompute": eng.recompute[0], "stalls": eng.stalls[0], "slowdown": eng.slowdown,
+    }
+    per_class = {k.name: eng.counts[i] for i, k in enumerate(kinds)}
+    sweep = None
+    if len(sw_int) and eng_sw is not None:
+        m = eng_sw.ettr.mean(axis=1)
+        opt = optimum(sw_int, m)
+        lvl = levels[sw_level]
+        # Young's interval counts the failures this level survives (a host-memory copy
+        # is lost with its host)
+        usable = _usable_rate(kinds, lvl)
+        young = float(np.sqrt(2 * lvl.save_s / usable)) if usable > 0 else None
+        best = int(np.argmax(m))
+        sweep = {
+            "level": lvl.name,
+            "trials": int(eng_sw.ettr.shape[1]),
+            "points": [{"interval_s": float(t), "ettr_mean": float(v),
+                        "ettr_p5": _pct(eng_sw.ettr[i], 5),
+                        "ettr_p95": _pct(eng_sw.ettr[i], 95)}
+                       for i, (t, v) in enumerate(zip(sw_int, m, strict=True))],
+            "optimum_interval_s": opt,
+            "best_point": {"interval_s": float(sw_int[best]), "ettr_mean": float(m[best])},
+            "young_interval_s": young,
+        }
+    return {
+        "scenario": sc.name,
+        "fabric": fabric.name,
+        "family": fabric.family,
+        "job": {"name": job.name or f"job{sc.jobs.index(job)}", "gpus": len(gpus),
+                "hosts": len(job_hosts),
+                "segments": len(np.unique(fabric.nodes.segment[fabric.host_node[job_hosts]])),
+                "iteration_s": base_it, "step_s": step},
+        "horizon_days": days,
+        "trials": T,
+        "seed": seed,
+        "ettr": {"mean": float(e0.mean()), "std": float(e0.std()), "p5": _pct(e0, 5),
+                 "p50": _pct(e0, 50), "p95": _pct(e0, 95), "min": float(e0.min())},
+        "interruptions": {
+            "per_trial_mean": float(eng.counts.sum(axis=0).mean()),
+            "per_day_mean": float(eng.counts.sum(axis=0).mean() / days),
+            "expected_per_day": total_rate * DAY,
+            "mtbf_hours": (1.0 / total_rate / 3600.0) if total_rate > 0 else None,
+            "by_cause_per_day": {c: float(v.mean() / days) for c, v in per_class.items()},
+        },
+        "degradations_per_day": {c.cls: c.degrades_per_day for c in rows if c.degrading},
+        "time_lost_hours": {k: float(np.mean(v) / 3600.0) for k, v in lost.items()},
+        "time_lost_fraction": {k: float(np.mean(v) / H) for k, v in lost.items()},
+        "lost_by_class_hours": {k.name: float(eng.lost_by_kind[i].mean() / 3600.0)
+                                for i, k in enumerate(kinds)},
+        "backup_hosts": {"per_pool": spares, "pools": len(pool_w),
+                         "scope": sc.goodput.recovery.spare_scope,
+                         "used_per_trial": float(eng.swapped.mean()),
+                         "exhausted_per_trial": float(eng.waited.mean()),
+                         "trials_exhausted": float((eng.waited > 0).mean())},
+        "checkpoint": [{"name": x.name, "store": x.store, "every_s": x.every_s,
+                        "save_s": x.save_s, "upload_s": x.upload_s, "restore_s": x.restore_s}
+                       for x in levels],
+        "restores": {name: float(v / T) for name, v in
+                     zip([x.name for x in levels] + ["scratch"], eng.restores, strict=True)},
+        "classes": [{"class": r.cls, "rate_per_month": r.rate_per_month, "repair_s": r.repair_s,
+                     "source": r.source, "instances": r.instances,
+                     "interrupting": r.interrupting, "degrading": r.degrading,
+                     "slowdown": r.slowdown, "interruptions_per_day": r.interrupts_per_day,
+                     "degradations_per_day": r.degrades_per_day} for r in rows],
+        "routing": {"groups": len(table.groups), "route_calls": table.route_calls,
+                    "flow_simulations": sims},
+        "sweep": sweep,
+    }
+
+
+def _tables(res: GoodputResult, levels, sw_level) -> dict[str, dict[str, list[Any]]]:
+    s = res.summary
+    eng = res.engine
+    cls = {k: [c[k] for c in s["classes"]] for k in s["classes"][0]}
+    causes = {"cause": list(s["time_lost_hours"]),
+              "hours_per_trial": list(s["time_lost_hours"].values()),
+              "fraction_of_horizon": list(s["time_lost_fraction"].values())}
+    trials = {"trial": list(range(len(eng.swapped))),
+              "ettr": eng.ettr[0].tolist(),
+              "interruptions": eng.counts.sum(axis=0).astype(int).tolist(),
+              "recompute_h": (eng.recompute[0] / 3600).tolist(),
+              "down_h": ((eng.detect[0] + eng.wait[0] + eng.restart[0]) / 3600).tolist(),
+              "stalls_h": (eng.stalls[0] / 3600).tolist(),
+              "slowdown_h": (eng.slowdown / 3600).tolist(),
+              "backup_used": eng.swapped.astype(int).tolist(),
+              "backup_exhausted": eng.waited.astype(int).tolist()}
+    out = {"classes": cls, "causes": causes, "trials": trials}
+    if s["sweep"]:
+        pts = s["sweep"]["points"]
+        out["sweep"] = {k: [p[k] for p in pts] for k in pts[0]}
+    del levels, sw_level
+    return out

@@ -1,0 +1,208 @@
+"""The ``goodput:`` section of a scenario: failure rates, recovery, checkpoint levels,
+horizon and Monte Carlo trials.
+
+.. code-block:: yaml
+
+    goodput:
+      job: gpt-13b                 # a job of the scenario (default: the first)
+      horizon: 30d                 # durations: 90s, 10min, 4h, 30d, 1y, or seconds
+      trials: 1000
+      seed: 0
+      failures:                    # per component instance; omitted classes: defaults
+        gpu: {rate_per_month: 0.00834, repair: 3d}
+        tor: {mtbf: 160y}
+        software: {rate_per_month: 0}
+      recovery: {detect: 3min, restart: 10min, swap: 15min, backup_hosts: fabric}
+      checkpoint:
+        levels:
+          - {name: memory, store: host_memory, every: 10min, save: 2s, restore: 1min}
+          - {name: storage, store: storage, every: 2h, save: 5s, upload: 15min,
+             restore: 10min}
+      sweep: {level: memory, points: 25}
+
+A level's ``save`` is the stall of training while it snapshots; ``upload`` the time the
+copy then takes in the background (it is usable only once uploaded); unset times are
+derived from the checkpoint size (the job's parameters x ``bytes_per_param``) and the
+level's bandwidth (see :mod:`aifabric.goodput.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+
+from aifabric.goodput.rates import CLASSES
+from aifabric.sim.scenario import SimScenario
+from aifabric.spec.base import StrictModel
+from aifabric.spec.names import Name
+
+__all__ = ["CheckpointLevel", "CheckpointSpec", "ClassRate", "Duration", "GoodputScenario",
+           "GoodputSpec", "Recovery", "Sweep", "parse_duration"]
+
+_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0,
+          "d": 86400.0, "w": 7 * 86400.0, "y": 365 * 86400.0}
+#: the longest duration accepted anywhere: 100 years
+MAX_S = 100 * 365 * 86400.0
+
+
+def parse_duration(v: Any) -> Any:
+    """``90s``, ``10min``, ``4h``, ``30d``, ``2w``, ``1y``, ``500ms`` or a number of seconds
+    -> seconds (float); other input unchanged so that validation reports it."""
+    if isinstance(v, str):
+        m = re.fullmatch(r"\s*([-+0-9.eE]+)\s*([a-z]*)\s*", v)
+        if m and m.group(2) in _UNITS:
+            try:
+                return float(m.group(1)) * _UNITS[m.group(2)]
+            except ValueError:
+                return v
+    return v
+
+
+#: a duration >= 0 (seconds, or a string with a unit)
+Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0, le=MAX_S)]
+Positive = Annotated[float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_S)]
+
+
+def _percent(v: Any) -> Any:
+    if isinstance(v, str) and v.strip().endswith("%"):
+        try:
+            return float(v.strip()[:-1]) / 100
+        except ValueError:
+            return v
+    return v
+
+
+class _Strict(StrictModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClassRate(_Strict):
+    """How often one instance of a class fails, and how long it stays out."""
+
+    rate_per_month: Annotated[float, BeforeValidator(_percent)] | None = Field(
+        default=None, ge=0, le=1e6, description="failures per instance per 30 days "
+        "(0.00057 or '0.057%')")
+    mtbf: Positive | None = Field(default=None, description="mean time between failures "
+                                  "of one instance (instead of rate_per_month)")
+    repair: Duration | None = Field(default=None, description="time until the part is "
+                                    "back (default: per class)")
+
+    @model_validator(mode="after")
+    def _one(self) -> ClassRate:
+        if self.rate_per_month is not None and self.mtbf is not None:
+            raise ValueError("give rate_per_month or mtbf, not both")
+        return self
+
+
+def _classes(v: Any) -> Any:
+    if isinstance(v, dict):
+        bad = [k for k in v if k not in CLASSES]
+        if bad:
+            raise ValueError(f"unknown failure class {bad[0]!r}; allowed: "
+                             f"{', '.join(CLASSES)}")
+    return v
+
+
+class Recovery(_Strict):
+    """What an interruption costs besides the lost work."""
+
+    detect: Duration = Field(default=180.0, description="until the failure is noticed "
+                             "(NCCL timeout, health checks): default 3min")
+    restart: Duration = Field(default=600.0, description="relaunch, NCCL init, before the "
+                              "checkpoint restore: default 10min")
+    swap: Duration = Field(default=900.0, description="swapping a backup host in: "
+                           "default 15min")
+    backup_hosts: Literal["fabric"] | Annotated[int, Field(ge=0, le=100_000)] = Field(
+        default="fabric", description="spare hosts per pool: 'fabric' = the fabric's "
+        "standby hosts per segment, or a number")
+    spare_scope: Literal["segment", "cluster"] = Field(
+        default="segment", description="a spare replaces hosts of its own segment (HPN) "
+        "or of any segment (a scheduler's cluster-wide pool)")
+
+
+class CheckpointLevel(_Strict):
+    """One checkpoint level: where it is kept, how often, what it costs."""
+
+    name: Name
+    store: Literal["host_memory", "peer_memory", "storage"] = Field(
+        description="host_memory is lost with its host; peer_memory and storage survive it")
+    every: Positive | None = Field(default=None, description="interval of training "
+                                   "progress between checkpoints")
+    every_steps: Annotated[int, Field(ge=1, le=10**9)] | None = Field(
+        default=None, description="interval in training steps (needs step_time)")
+    save: Duration | None = Field(default=None, description="training stall per checkpoint")
+    upload: Duration | None = Field(default=None, description="background copy after the "
+                                    "stall (usable once done)")
+    restore: Duration | None = Field(default=None, description="loading it after a restart")
+    gbytes_per_s: Annotated[float, Field(gt=0, le=1e7)] | None = Field(
+        default=None, description="bandwidth of the level for derived times, GB/s: per "
+        "host (host_memory, peer_memory) or in total (storage)")
+
+    @model_validator(mode="after")
+    def _interval(self) -> CheckpointLevel:
+        if (self.every is None) == (self.every_steps is None):
+            raise ValueError("give exactly one of every, every_steps")
+        return self
+
+
+class CheckpointSpec(_Strict):
+    """Checkpoint levels, and what derives the times a level leaves unset."""
+
+    levels: list[CheckpointLevel] = Field(min_length=1, max_length=8)
+    bytes_per_param: Annotated[float, Field(gt=0, le=1000)] = Field(
+        default=14.0, description="checkpoint bytes per model parameter: bf16 weights (2) + "
+        "fp32 master weights (4) + Adam moments (8)")
+    host_memory_gbytes_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(
+        default=100.0, description="GPU -> host memory copy per host, GB/s (the stall of "
+        "every level)")
+    storage_gbytes_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(
+        default=200.0, description="storage network, in total for the job, GB/s")
+
+    @model_validator(mode="after")
+    def _names(self) -> CheckpointSpec:
+        names = [lv.name for lv in self.levels]
+        if len(set(names)) != len(names):
+            raise ValueError("two checkpoint levels have the same name")
+        return self
+
+
+class Sweep(_Strict):
+    """A sweep of one level's checkpoint interval, the other levels' kept. Levels stay
+    nested: the most frequent level sweeps over whole fractions of the interval the
+    others share (1h / k), another level over whole multiples of the most frequent
+    one's; the requested intervals are rounded to those."""
+
+    level: Name | None = Field(default=None, description="default: the first level")
+    intervals: list[Positive] | None = Field(default=None, max_length=200,
+                                             description="default: around Young's interval")
+    points: Annotated[int, Field(ge=3, le=200)] = 25
+    trials: Annotated[int, Field(ge=1, le=1_000_000)] = Field(
+        default=250, description="trials per sweep point (at most goodput.trials); all "
+        "points see the same failures")
+
+
+class GoodputSpec(_Strict):
+    """The ``goodput:`` section."""
+
+    job: Name | None = Field(default=None, description="the job (default: the first)")
+    horizon: Positive = Field(default=30 * 86400.0, description="wall-clock time simulated")
+    trials: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = 0
+    step_time: Positive | None = Field(default=None, description="one training step, for "
+                                       "every_steps (default: the flow model's iteration)")
+    failures: Annotated[dict[str, ClassRate], BeforeValidator(_classes)] = Field(
+        default_factory=dict, description="per class: rate and repair; others: defaults")
+    recovery: Recovery = Recovery()
+    checkpoint: CheckpointSpec
+    slowdown: Literal["flow", "none"] = Field(
+        default="flow", description="slowdown of a degraded job (a dual-ToR port lost): "
+        "simulated with the flow model, or none")
+    sweep: Sweep | None = Field(default_factory=Sweep, description="null: no sweep")
+
+
+class GoodputScenario(SimScenario):
+    """A simulation scenario (fabric, jobs) with a ``goodput:`` section."""
+
+    goodput: GoodputSpec
