@@ -42,7 +42,7 @@ def test_every_example_scenario_loads():
             assert sc.jobs
         elif "sim" in yaml.safe_load(p.read_text()):
             sc = load_scenario(p, SimScenario)
-            assert sc.traffic or sc.collectives or sc.jobs
+            assert sc.traffic or sc.collectives or sc.jobs or sc.workload is not None
         else:
             sc = load_scenario(p)
             assert sc.traffic

@@ -1,6 +1,8 @@
 """``aifabric export SPEC --format json|graphml|dot``: the fabric for other graph tools;
 ``aifabric export SCENARIO --format ns3-rdma|htsim``: a scenario for the reference packet
-simulators (:mod:`aifabric.crosscheck`)."""
+simulators (:mod:`aifabric.crosscheck`); ``aifabric export SPEC --format
+astra-sim|simai``: the fabric as ASTRA-sim's or SimAI's network inputs
+(:mod:`aifabric.export_sim`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, write_a
 
 #: the formats that take a scenario and write a folder
 SCENARIO_FORMATS = ("ns3-rdma", "htsim")
+#: the formats that take a spec (or a scenario's spec) and write a folder
+SIM_FORMATS = ("astra-sim", "simai")
 
 
 class Format(StrEnum):
@@ -22,6 +26,8 @@ class Format(StrEnum):
     dot = "dot"
     ns3_rdma = "ns3-rdma"
     htsim = "htsim"
+    astra_sim = "astra-sim"
+    simai = "simai"
 
 
 class StartTimes(StrEnum):
@@ -43,21 +49,31 @@ def export(
     format: Format = typer.Option(Format.json, "--format", "-f", help="output format"),
     out: Path | None = typer.Option(None, "--out", "-o",
                                     help="output file (default: the spec's name + .json, "
-                                    ".graphml or .dot); a folder for ns3-rdma and htsim "
-                                    "(default: the scenario's name + -ns3-rdma or -htsim)"),
+                                    ".graphml or .dot); a folder for ns3-rdma, htsim, "
+                                    "astra-sim and simai (default: the scenario's or "
+                                    "spec's name + -FORMAT)"),
     start_times: StartTimes = typer.Option(
         StartTimes.zero, "--start-times", help="ns3-rdma, htsim: zero = every flow at 0 "
         "(scenarios whose transfers do not wait for others); flow = when the flow-level "
         "simulation starts each transfer"),
+    gpu_type: str = typer.Option("H100", "--gpu-type", help="simai: the GPU type label "
+                                 "of the topology file's header"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Write the fabric as node-link JSON (NetworkX), GraphML (Gephi) or DOT (Graphviz).
 
     With ``--format ns3-rdma`` or ``htsim`` and a scenario: the input files of ns-3's
     RDMA simulator (HPCC repository) or htsim (csg-htsim), for cross-checking ``sim:
-    packet``, in a folder with a NOTES.md of which settings map and how."""
+    packet``, in a folder with a NOTES.md of which settings map and how.
+
+    With ``--format astra-sim`` or ``simai`` and a spec (or a scenario): ASTRA-sim's
+    network, system and memory configs, or SimAI's topology file, in a folder with a
+    NOTES.md of what maps to what and what is lost."""
     if format.value in SCENARIO_FORMATS:
         _export_scenario(spec, format.value, out, start_times.value)
+        return
+    if format.value in SIM_FORMATS:
+        _export_sim(spec, format.value, out, gpu_type)
         return
     from aifabric.export import FORMATS
     from aifabric.outputs import check_target
@@ -113,6 +129,37 @@ def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -
                 p.chmod(0o777 & ~umask())
     console.print(f"wrote {target}: {ex.hosts:,} hosts, {ex.switches:,} switches, "
                   f"{ex.links:,} links, {ex.flows:,} flows ({fmt}); see NOTES.md")
+
+
+def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
+    """ASTRA-sim's network/system/memory configs or SimAI's topology file, in a folder
+    (:mod:`aifabric.export_sim`)."""
+    from aifabric.errors import SpecError
+    from aifabric.export_sim import astra_sim_files, simai_files
+    from aifabric.outputs import atomic_folder, check_target
+
+    if _is_scenario(path):
+        from aifabric.scenario import load_scenario
+        from aifabric.sim.scenario import SimScenario
+
+        sc = load_scenario(path, SimScenario)
+        s, spec_file = sc.spec, sc.spec_file or path
+    else:
+        (s,) = load_specs([path])
+        spec_file = path
+    target = out or Path(_safe_name(f"{s.name}-{fmt}"))
+    marker = {"marker": "NOTES.md", "what": "a previous export"}
+    check_target(target, option="--out", folder=True, **marker)  # before any work
+    fabric = build(s, spec_file)
+    try:
+        ex = astra_sim_files(fabric) if fmt == "astra-sim" else \
+            simai_files(fabric, gpu_type=gpu_type)
+    except SpecError as err:
+        raise err.with_file(str(path)) from None
+    with atomic_folder(target, option="--out", **marker) as tmp:
+        for rel, text in ex.files.items():
+            (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
+    console.print(f"wrote {target}: {ex.summary} ({fmt}); see NOTES.md")
 
 
 def _safe_name(name: str) -> str:

@@ -148,6 +148,8 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
         console.print(styled(("unfinished:", "bold red"), " the run stopped at "
                              f"{_ms(r.makespan_ns)} ms with {s['transfers_undelivered']:,} of "
                              f"{s['engine']['transfers']:,} transfers undelivered"))
+    for n in s.get("notes", []):  # e.g. a Chakra trace's node types not modelled
+        console.print(styled(("note: ", "bold"), str(n)))
     if s["collectives"]:
         t = Table(title="collectives (nccl-tests conventions)", title_justify="left")
         for col in ("collective", "op", "algorithm", "GPUs", "size MiB", "time ms",

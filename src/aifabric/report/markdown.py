@@ -122,6 +122,8 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
              f"**Unfinished**: the run stopped at {fmt_ms(r.makespan_ns)} with "
              f"{s['transfers_undelivered']:,} of {s['engine']['transfers']:,} transfers "
              "undelivered."]
+    if s.get("notes"):  # e.g. a Chakra trace's nodes that aifabric does not model
+        parts.append("Workload notes:\n\n" + "\n".join(f"- {n}" for n in s["notes"]))
     if s["collectives"]:
         parts.append(_table(
             ["collective", "op", "algorithm", "GPUs", "size", "time", "algbw GB/s",

@@ -33,6 +33,9 @@ class Workload:
     coll_gpus: list[np.ndarray]
     # (src GPU, dst GPU) -> the path a traffic CSV pins for that pair
     pinned: dict[tuple[int, int], PinnedPath] = field(default_factory=dict)
+    # what the results should say about the workload (e.g. a trace's unsupported nodes)
+    notes: list[str] = field(default_factory=list)
+    chakra: dict[str, Any] | None = None
 
 
 def gpu_pool(f: Fabric) -> GpuPool:
@@ -109,6 +112,7 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     iters: list[int] = []
     coll_gpus: list[np.ndarray] = []
     pinned: dict[tuple[int, int], PinnedPath] = {}
+    chakra: dict[str, Any] | None = None
     try:
         for i, js in enumerate(scn.jobs):
             where = f"jobs[{i}]"
@@ -189,16 +193,65 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
                                       local=pool.local[pos], peers=peers, root=cs.root,
                                       chunk_bytes=cs.chunk_bytes, deps=deps, name=name)
             coll_gpus.append(pool.node[pos])
+        if scn.workload is not None and not problems:
+            chakra = _add_chakra(b, scn, pool, taken, seed, problems, job_gpus, iters)
     finally:
         _NAMES.pop(id(pool), None)
         for i, pat in enumerate(scn.traffic):
             _add_traffic(b, scn, f, i, pat, problems, pinned)
     if problems:
         raise SpecError(problems)
-    if not scn.jobs and not scn.collectives and not scn.traffic:
+    if not scn.jobs and not scn.collectives and not scn.traffic and scn.workload is None:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
-    return Workload(b.build(), job_gpus, iters, coll_gpus, pinned)
+    notes = []
+    if chakra is not None:
+        notes = [f"trace {chakra['trace']}: {n:,} {what} node(s) not modelled (kept as "
+                 "zero-time steps; their dependencies are kept)"
+                 for what, n in chakra["unsupported"].items()]
+    return Workload(b.build(), job_gpus, iters, coll_gpus, pinned, notes=notes,
+                    chakra=chakra)
+
+
+def _add_chakra(b: DAGBuilder, scn: SimScenario, f_pool: GpuPool, taken: np.ndarray,
+                seed: int, problems: list[Problem], job_gpus: list[np.ndarray],
+                iters: list[int]) -> dict[str, Any] | None:
+    """Read the scenario's Chakra trace, place its ranks like a job and add it to ``b``
+    as one job (see :mod:`aifabric.workload.chakra`)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from aifabric.workload.chakra import compile_chakra, find_rank_files, load_groups, read_trace
+
+    ws = scn.workload
+    assert ws is not None
+    where = Path(ws.chakra)
+    if not where.is_absolute() and scn.base_dir is not None:
+        where = scn.base_dir / where
+    n_given = ws.ranks if ws.ranks is not None else (len(ws.gpus) if ws.gpus else None)
+    name, files = find_rank_files(where, n_given)
+    R = len(files)
+    sel = SimpleNamespace(gpus=list(ws.gpus) if ws.gpus else R, placement=ws.placement,
+                          seed=ws.seed, segments=ws.segments)
+    pos = _select(f_pool, sel, "workload", taken, seed + 5000, problems)  # type: ignore[arg-type]
+    if pos is None:
+        return None
+    trace = read_trace(where, R)
+    folder = where if where.is_dir() else where.parent
+    groups = load_groups(folder, ws.comm_groups)
+    b.job = len(b.jobs)
+    b.jobs.append(f"chakra {name}")
+    m = compile_chakra(b, trace, f_pool.node[pos], f_pool.host[pos], f_pool.local[pos],
+                       groups=groups, gpu_tflops=ws.gpu_tflops, channels=ws.channels,
+                       name=name, sim=scn.sim,
+                       qps=int(scn.spec.routing.qps_per_connection or 1))
+    b.job = -1
+    job_gpus.append(f_pool.node[pos])
+    iters.append(1)
+    return {"trace": name, "ranks": R, "nodes": trace.nodes,
+            "files_decoded": trace.files_decoded, "rank_classes": len(trace.graphs),
+            "collectives": m.collectives, "p2p_transfers": m.transfers_p2p,
+            "unsupported": trace.unsupported, "dangling_deps": trace.dangling}
 
 
 def _add_traffic(b: DAGBuilder, scn: SimScenario, f: Fabric, i: int, pat: Any,
@@ -330,6 +383,10 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
+    if wl.chakra is not None:
+        res.summary["chakra"] = wl.chakra
+    if wl.notes:
+        res.summary["notes"] = list(wl.notes)
     if scn.sim == "packet":
         from aifabric.sim.packet.results import attach_packet_results
 

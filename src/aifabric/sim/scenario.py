@@ -29,7 +29,7 @@ from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name
 from aifabric.workload.collectives import ALGORITHMS
 
-__all__ = ["CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
+__all__ = ["ChakraSpec", "CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -145,6 +145,40 @@ class JobSpec(_Placed):
     iterations: int = Field(default=1, ge=1, le=10_000)
 
 
+class ChakraSpec(_Strict):
+    """A workload read from a Chakra execution trace (one ``NAME.<rank>.et`` per rank),
+    its ranks placed on GPUs like a job (:mod:`aifabric.workload.chakra`)."""
+
+    chakra: str = Field(description="a folder of NAME.<rank>.et files (one NAME), or the "
+                        "path prefix DIR/NAME; relative to the scenario file")
+    ranks: Count | None = Field(default=None, description="ranks to place (default: the "
+                                "trace's rank files)")
+    placement: Literal["pack", "spread", "random", "explicit"] = "pack"
+    gpus: list[Annotated[int, Field(ge=0)]] | list[str] | None = Field(
+        default=None, description="explicit: the GPU of each rank (indices among the "
+        "fabric's active GPUs, or GPU names)")
+    segments: Count | None = Field(default=None, description="spread: segments used")
+    seed: int | None = Field(default=None, ge=0, le=(1 << 64) - 1)
+    gpu_tflops: float | None = Field(default=None, gt=0, le=1e6, description="compute "
+                                     "nodes with num_ops take num_ops / this rate; others "
+                                     "their duration")
+    comm_groups: dict[str, list[Annotated[int, Field(ge=0)]]] | None = Field(
+        default=None, description="process group name -> ranks (default: the trace "
+        "folder's comm_group.json, else the ranks that use the group)")
+    channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
+
+    @model_validator(mode="after")
+    def _explicit(self) -> ChakraSpec:
+        if self.placement == "explicit" and not self.gpus:
+            raise ValueError("placement explicit needs gpus: the GPU of each rank")
+        if self.gpus is not None and self.placement != "explicit":
+            raise ValueError("gpus is for placement: explicit")
+        if self.gpus is not None and self.ranks is not None and len(self.gpus) != self.ranks:
+            raise ValueError(f"gpus lists {len(self.gpus)} GPUs for {self.ranks} ranks; "
+                             "allowed: one GPU per rank")
+        return self
+
+
 class SimScenario(Scenario):
     """A fabric + routing + traffic, jobs and collectives + the simulator to run them on.
 
@@ -154,6 +188,8 @@ class SimScenario(Scenario):
 
     jobs: list[JobSpec] = Field(default_factory=list)
     collectives: list[CollectiveSpec] = Field(default_factory=list)
+    workload: ChakraSpec | None = Field(default=None, description="a Chakra execution "
+                                        "trace to run (see ChakraSpec)")
     sim: Literal["flow", "analytic", "packet"] = "flow"
     packet: PacketConfig = Field(default_factory=PacketConfig,
                                  description="sim: packet settings (buffers, PFC, ECN, NIC, CC)")

@@ -1,0 +1,321 @@
+"""A fabric as the input files of ASTRA-sim and SimAI, to compare against those simulators.
+
+* **ASTRA-sim** (analytical/ns-3 network backends) describes a network as a product of
+  dimensions, each a ``Ring``, ``FullyConnected`` or ``Switch`` of ``npus_count`` NPUs
+  with a per-NPU bandwidth (GB/s) and a latency (ns). :func:`astra_sim_files` maps an
+  aifabric fabric onto the closest stack of ``Switch`` dimensions — the scale-up domain
+  (the host's NVSwitch), the hosts of one segment (the rail/ToR tier), the segments of a
+  pod, the pods — with each dimension's bandwidth the per-GPU bandwidth the fabric
+  offers at that level (oversubscription included) and its latency the base one-way
+  latency the plan measures for a pair of GPUs that differ at that level. It also writes
+  the system config (collective algorithms matching aifabric's: ring, direct
+  All-to-All) and a memory config.
+* **SimAI** (Alibaba's ASTRA-sim fork with ns-3) reads one topology text file: a header
+  ``nodes gpus_per_server nvswitches switches links gpu_type``, a line of every switch's
+  node id (NVSwitches first), then one line per link ``src dst bandwidth latency
+  error_rate``. :func:`simai_files` writes every active GPU, one NVSwitch per host and
+  every switch with the fabric's own links (a NIC port's link to its ToR becomes its
+  GPU's link to that ToR, as SimAI merges NIC and GPU).
+
+Both are built from the node and link arrays; no loop over links in Python. What the
+formats cannot carry is listed in the NOTES.md written beside them (:data:`ASTRA_NOTES`,
+:data:`SIMAI_NOTES`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+
+__all__ = ["SimExport", "astra_sim_files", "simai_files"]
+
+
+@dataclass
+class SimExport:
+    """Files (relative path -> text) and a one-line summary."""
+
+    files: dict[str, str]
+    summary: str
+
+
+ASTRA_NOTES = """\
+# ASTRA-sim inputs exported by aifabric
+
+Run with ASTRA-sim 2.x, e.g. the analytical backend:
+
+    AstraSim_Analytical_Congestion_Unaware --workload-configuration=TRACE/PREFIX \\
+        --system-configuration=system.json --network-configuration=network.yml \\
+        --remote-memory-configuration=memory.json
+
+`TRACE/PREFIX` is a Chakra trace (`PREFIX.<rank>.et`), the same one `aifabric simulate`
+reads with `workload: {chakra: TRACE/PREFIX}`; ranks are laid out host-major (rank r on
+GPU r of the dimension order below), as `placement: pack` does on an empty fabric.
+
+## How the fabric maps
+
+{table}
+
+Bandwidth is per NPU (GB/s = Gb/s / 8): the scale-up link of one GPU; the scale-out
+bandwidth of one GPU (all its NIC ports); the same divided by the ToR tier's
+oversubscription across segments; the bisection bandwidth per GPU across pods. Latency is
+the base one-way latency (links + switch forwarding) `aifabric plan` reports for a pair of
+GPUs that differ first at that dimension.
+
+## What is lost
+
+- Paths: ASTRA-sim's dimensions have no ECMP, hashing, source-port choice, spraying,
+  adaptive routing or failures; every flow of a dimension sees the same bandwidth.
+  aifabric's collisions (polarization, two-port imbalance) cannot appear.
+- Wiring: rails, dual-ToR and dual-plane NICs, backup hosts and the exact leaf/spine
+  fan-out are folded into one `Switch` per dimension. A rail-optimized fabric's cross-rail
+  traffic, which aifabric sends over NVLink first (PXN), is not modelled.
+- Oversubscription is an average per dimension, not per switch.
+- Congestion control, PFC and ECN: not in these files (the ns-3 backend has its own).
+- The system config's `local-mem-bw` and `endpoint-delay` are ASTRA-sim defaults;
+  aifabric does not model memory or NIC processing.
+"""
+
+SIMAI_NOTES = """\
+# SimAI topology exported by aifabric
+
+Run with SimAI's ns-3 backend, e.g.:
+
+    SimAI_simulator -t 16 -w WORKLOAD.txt -n {topo} -c SimAI.conf
+
+## How the fabric maps
+
+- {gpus} GPUs are nodes 0..{last_gpu} (host-major: GPU g of host h is h x {gph} + g);
+  {nvs} NVSwitches follow (one per host), then {sw} switches (ToR, agg, core in the
+  fabric's order); `switches.csv` names every switch node.
+- Each GPU links to its host's NVSwitch at the scale-up bandwidth, and to the ToR of each
+  of its NIC ports at that port's speed (SimAI merges NIC and GPU, so the PCIe hop is
+  dropped and its latency added to the access link).
+- Switch-to-switch links are the fabric's own, one line per link (parallel links repeat).
+- Bandwidth in Gbps, latency one way in ms (link propagation only: switch forwarding
+  latency is SimAI's own setting), error rate 0.
+
+## What is lost
+
+- Backup (standby) hosts and their links are left out.
+- A GPU mesh scale-up (`scaleup: mesh`) becomes an NVSwitch at the per-GPU bandwidth.
+- Routing policy, failures, QoS and DCQCN settings stay in aifabric (SimAI.conf holds
+  SimAI's own); the GPU type `{gpu_type}` is a label SimAI uses for its NVLink defaults.
+"""
+
+
+def _gbps(x: float) -> str:
+    return f"{x:g}Gbps"
+
+
+def _ms(ns: np.ndarray) -> np.ndarray:
+    return np.char.add(np.char.mod("%.9g", ns / 1e6), "ms")
+
+
+def _active_gpus(f: Fabric) -> np.ndarray:
+    g = f.ids(NodeKind.GPU, active_only=True)
+    return g[np.lexsort((f.nodes.index[g], f.nodes.host[g]))]
+
+
+def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
+    """ASTRA-sim's network.yml, system.json and memory.json for ``f`` (+ NOTES.md)."""
+    from aifabric.plan.summary import plan_fabric
+
+    nodes, links = f.nodes, f.links
+    gpus = _active_gpus(f)
+    G = len(gpus)
+    plan = plan_fabric(f, bisection=True)
+    hosts = nodes.host[gpus]
+    _, per_host = np.unique(hosts, return_counts=True)
+    gph = int(per_host[0])
+    seg = nodes.segment[gpus]
+    pod = nodes.pod[gpus]
+    if (per_host != gph).any():
+        raise SpecError(Problem("--format", "astra-sim needs the same GPUs on every host"))
+    # hosts per segment and segments per pod, each uniform
+    hs = np.unique(np.stack([seg, hosts]), axis=1)
+    _, hps = np.unique(hs[0], return_counts=True)
+    sp = np.unique(np.stack([pod, seg]), axis=1)
+    _, spp = np.unique(sp[0], return_counts=True)
+    n_pods = len(np.unique(pod))
+    uniform = (hps == hps[0]).all() and (spp == spp[0]).all()
+    hops = plan["hops"]
+
+    def lat(kind: str, fallback: str | None = None) -> float:
+        h = hops.get(kind) or (hops.get(fallback) if fallback else None)
+        return float(h["latency_ns"]) if h else 0.0
+
+    sc = (links.kind == LinkKind.SCALEUP)
+    scale_up = float(links.capacity_gbps[sc, 0].max()) if sc.any() else 0.0
+    scale_out = float(plan["scaleout_gbps_per_gpu"])
+    tor_over = float(plan["oversubscription"].get("tor", 1.0) or 1.0)
+    agg_over = float(plan["oversubscription"].get("agg", 1.0) or 1.0)
+    dims: list[tuple[str, int, float, float, str]] = []  # (what, npus, Gb/s, ns, from)
+    if gph > 1:
+        dims.append(("scale-up (NVSwitch of a host)", gph, scale_up, lat("same_host"),
+                     "scaleup link; plan hops same_host"))
+    if uniform:
+        dims.append(("hosts of a segment (ToR / rail tier)", int(hps[0]), scale_out,
+                     lat("same_rail_segment"), "NIC ports per GPU; hops same_rail_segment"))
+        if int(spp[0]) > 1:
+            dims.append(("segments of a pod (agg tier)", int(spp[0]),
+                         scale_out / max(tor_over, 1.0), lat("cross_segment"),
+                         "scale-out / ToR oversubscription; hops cross_segment"))
+        if n_pods > 1:
+            dims.append(("pods (core tier)", n_pods,
+                         min(float(plan.get("bisection_gbps_per_gpu") or scale_out),
+                             scale_out / max(tor_over, 1.0) / max(agg_over, 1.0)),
+                         lat("cross_pod"), "bisection per GPU; hops cross_pod"))
+    else:  # uneven segments: one switch over every host
+        far = "cross_pod" if n_pods > 1 else "cross_segment"
+        dims.append(("all hosts (segments are uneven)", G // gph,
+                     float(plan.get("bisection_gbps_per_gpu") or scale_out),
+                     lat(far, "same_rail_segment"), f"bisection per GPU; hops {far}"))
+    dims = [d for d in dims if d[1] > 1] or [("one NPU", 1, scale_out, 0.0, "-")]
+    assert int(np.prod([d[1] for d in dims])) == G
+    net = ("# ASTRA-sim network config exported by aifabric from "
+           f"{_yaml_str(f.name)} ({G} GPUs)\n"
+           f"topology: [ {', '.join('Switch' for _ in dims)} ]\n"
+           f"npus_count: [ {', '.join(str(d[1]) for d in dims)} ]\n"
+           f"bandwidth: [ {', '.join(f'{d[2] / 8:.3f}' for d in dims)} ]  # GB/s per NPU\n"
+           f"latency: [ {', '.join(f'{d[3]:.1f}' for d in dims)} ]  # ns\n")
+    n = len(dims)
+    system = {
+        "scheduling-policy": "LIFO",
+        "endpoint-delay": 10,
+        "active-chunks-per-dimension": 1,
+        "preferred-dataset-splits": int(channels),
+        "all-reduce-implementation": ["ring"] * n,
+        "all-gather-implementation": ["ring"] * n,
+        "reduce-scatter-implementation": ["ring"] * n,
+        "all-to-all-implementation": ["direct"] * n,
+        "collective-optimization": "localBWAware",
+        "local-mem-bw": 1600,
+        "boost-mode": 0,
+    }
+    memory = {"memory-type": "NO_MEMORY_EXPANSION"}
+    rows = ["| dim | what | NPUs | bandwidth GB/s | latency ns | from |",
+            "|---|---|---|---|---|---|"]
+    rows += [f"| {i} | {d[0]} | {d[1]} | {d[2] / 8:.3f} | {d[3]:.1f} | {d[4]} |"
+             for i, d in enumerate(dims)]
+    notes = ASTRA_NOTES.replace("{table}", "\n".join(rows))
+    files = {"network.yml": net,
+             "system.json": json.dumps(system, indent=2) + "\n",
+             "memory.json": json.dumps(memory, indent=2) + "\n",
+             "NOTES.md": notes}
+    return SimExport(files, f"{G:,} NPUs in {n} dimension(s) "
+                     f"{' x '.join(str(d[1]) for d in dims)}")
+
+
+def _yaml_str(s: str) -> str:
+    return json.dumps(str(s))  # a JSON string is a YAML string
+
+
+def simai_files(f: Fabric, *, gpu_type: str = "H100") -> SimExport:
+    """SimAI's topology file for ``f`` (+ switches.csv naming the switch nodes, NOTES.md)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,32}", gpu_type):
+        raise SpecError(Problem("--gpu-type", f"{gpu_type!r}; allowed: letters, digits, "
+                                "._- (e.g. H100, A100, H800)"))
+    nodes, links = f.nodes, f.links
+    gpus = _active_gpus(f)
+    G = len(gpus)
+    hosts = np.unique(nodes.host[gpus])
+    gph = int(f.spec.hosts.gpus_per_host)
+    if gph < 2:
+        raise SpecError(Problem("--format", "simai needs hosts with more than one GPU (an "
+                                "NVSwitch per host); allowed: gpus_per_host >= 2"))
+    H = len(hosts)
+    sw = np.flatnonzero(f.is_switch & ~nodes.backup)
+    sw = sw[np.lexsort((sw, nodes.tier[sw]))]
+    S = len(sw)
+    new = np.full(f.n_nodes, -1, dtype=np.int64)
+    new[gpus] = np.arange(G)
+    host_node = f.ids(NodeKind.HOST, active_only=True)
+    hrank = np.full(int(nodes.host.max()) + 1, -1, dtype=np.int64)
+    hrank[hosts] = np.arange(H)
+    new[host_node] = G + hrank[nodes.host[host_node]]
+    new[sw] = G + H + np.arange(S)
+    a, b, kind = links.a.astype(np.int64), links.b.astype(np.int64), links.kind
+    cap = links.capacity_gbps[:, 0]
+    lat = links.latency_ns.astype(np.float64)
+    live = ~nodes.backup[a] & ~nodes.backup[b]
+    # GPU of each NIC port: through its PCIe link
+    pcie = (kind == LinkKind.PCIE) & live
+    pa, pb = a[pcie], b[pcie]
+    gpu_end = np.where(nodes.kind[pa] == NodeKind.GPU, pa, pb)
+    nic_end = np.where(nodes.kind[pa] == NodeKind.GPU, pb, pa)
+    nic_gpu = np.full(f.n_nodes, -1, dtype=np.int64)
+    nic_pcie_lat = np.zeros(f.n_nodes)
+    counts = np.bincount(nic_end, minlength=f.n_nodes)
+    if (counts > 1).any():
+        raise SpecError(Problem("--format", "simai needs one GPU per NIC (SimAI merges NIC "
+                                "and GPU); this fabric shares NICs between GPUs; allowed: "
+                                "nics_per_host = gpus_per_host"))
+    nic_gpu[nic_end] = gpu_end
+    nic_pcie_lat[nic_end] = lat[pcie]
+    out_src: list[np.ndarray] = []
+    out_dst: list[np.ndarray] = []
+    out_bw: list[np.ndarray] = []
+    out_lat: list[np.ndarray] = []
+    # scale-up: GPU <-> its host's NVSwitch (a mesh: one per GPU at its total NVLink rate)
+    su = (kind == LinkKind.SCALEUP) & live
+    if gph > 1:
+        per_gpu = np.bincount(np.concatenate([a[su], b[su]]),
+                              weights=np.concatenate([cap[su], cap[su]]), minlength=f.n_nodes)
+        su_lat = np.zeros(f.n_nodes)
+        su_lat[a[su]] = lat[su]
+        su_lat[b[su]] = lat[su]
+        out_src.append(np.arange(G))
+        out_dst.append(G + hrank[nodes.host[gpus]])
+        out_bw.append(per_gpu[gpus])
+        out_lat.append(su_lat[gpus])
+    acc = (kind == LinkKind.ACCESS) & live
+    aa, ab = a[acc], b[acc]
+    nic = np.where(nodes.kind[aa] == NodeKind.NIC, aa, ab)
+    tor = np.where(nodes.kind[aa] == NodeKind.NIC, ab, aa)
+    g_of = nic_gpu[nic]
+    ok = g_of >= 0
+    out_src.append(new[g_of[ok]])
+    out_dst.append(new[tor[ok]])
+    out_bw.append(cap[acc][ok])
+    out_lat.append(lat[acc][ok] + nic_pcie_lat[nic[ok]])
+    up = ((kind == LinkKind.LEAF_SPINE) | (kind == LinkKind.SPINE_CORE)) & live
+    out_src.append(new[a[up]])
+    out_dst.append(new[b[up]])
+    out_bw.append(cap[up])
+    out_lat.append(lat[up])
+    src, dst = np.concatenate(out_src), np.concatenate(out_dst)
+    bw, la = np.concatenate(out_bw), np.concatenate(out_lat)
+    assert (src >= 0).all() and (dst >= 0).all()
+    L = len(src)
+    nvs = H
+    lines = np.char.add(np.char.add(np.char.add(src.astype(str), " "), dst.astype(str)), " ")
+    lines = np.char.add(np.char.add(lines, np.char.add(np.char.mod("%g", bw), "Gbps ")),
+                        np.char.add(_ms(la), " 0"))
+    total = G + nvs + S
+    ids = np.arange(G, total)
+    head = f"{total} {gph} {nvs} {S} {L} {gpu_type}\n"
+    body = " ".join(map(str, ids.tolist())) + "\n"
+    topo = head + body + "\n".join(lines.tolist()) + "\n"
+    names = ["node,name,kind"]
+    names += [f"{G + H + i},{nodes.name[s]},{NodeKind(int(nodes.kind[s])).label}"
+              for i, s in enumerate(sw.tolist())]  # switches: hundreds to thousands
+    name = f"{_safe(f.name)}.topo"
+    notes = (SIMAI_NOTES.replace("{topo}", name).replace("{gpus}", f"{G:,}")
+             .replace("{last_gpu}", str(G - 1)).replace("{gph}", str(gph))
+             .replace("{nvs}", f"{nvs:,}").replace("{sw}", f"{S:,}")
+             .replace("{gpu_type}", gpu_type))
+    return SimExport({name: topo, "switches.csv": "\n".join(names) + "\n", "NOTES.md": notes},
+                     f"{G:,} GPUs, {nvs:,} NVSwitches, {S:,} switches, {L:,} links")
+
+
+def _safe(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "fabric"
