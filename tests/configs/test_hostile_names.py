@@ -60,8 +60,11 @@ def hostile_files(family: str) -> dict[str, str]:
     return build_files(build_fabric(_hostile_spec(family)))
 
 
-def _run_bash(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run_bash(args: list[str], cwd: Path, sysfs: Path | None = None
+              ) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), "LC_ALL": "C"}
+    if sysfs is not None:
+        env["AIFABRIC_SYSFS"] = str(sysfs)
     return subprocess.run(["bash", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=60, check=False)
 
@@ -70,7 +73,8 @@ def _created(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-def _assert_check_mode_inert(script: str, tmp_path: Path) -> str:
+def _assert_check_mode_inert(script: str, tmp_path: Path, ports: list[str] | None = None
+                             ) -> str:
     """``bash -n`` passes; ``--check`` in an empty folder creates nothing there."""
     bin_dir, cwd = tmp_path / "bin", tmp_path / "cwd"
     bin_dir.mkdir()
@@ -79,7 +83,18 @@ def _assert_check_mode_inert(script: str, tmp_path: Path) -> str:
     path.write_text(script, encoding="utf-8")
     syntax = _run_bash(["-n", str(path)], cwd)
     assert syntax.returncode == 0, syntax.stderr
-    proc = _run_bash([str(path), "--check"], cwd)
+    # a ConnectX behind every port (driver links in a sysfs tree outside both folders),
+    # so --check goes past its no-NIC exit and runs every check with the hostile names
+    sysfs = tmp_path / "sys"
+    (sysfs / "bus/pci/drivers/mlx5_core").mkdir(parents=True)
+    if ports is None:
+        ports = sorted(set(re.findall(r"^configure_port (\S+)$", script, re.M)))
+    for port in ports:
+        (sysfs / "class/net" / port / "device").mkdir(parents=True)
+        (sysfs / "class/net" / port / "device/driver").symlink_to(
+            sysfs / "bus/pci/drivers/mlx5_core")
+    proc = _run_bash([str(path), "--check"], cwd, sysfs)
+    assert "NO CONNECTX" not in proc.stdout
     assert _created(cwd) == [], proc.stdout[-2000:] + proc.stderr[-2000:]
     assert _created(bin_dir) == ["nic-setup.sh"]
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
@@ -218,7 +233,8 @@ _NIC_CTX = {
 
 def test_nic_template_quotes_every_value(tmp_path: Path) -> None:
     script = template_env().get_template("nic-setup.sh.j2").render(**_NIC_CTX)
-    out = _assert_check_mode_inert(script, tmp_path)
+    ports = [p["ifname"] for n in _NIC_CTX["nics"] for p in n["ports"]]  # type: ignore[attr-defined]
+    out = _assert_check_mode_inert(script, tmp_path, ports)
     assert "deviation(s) on x" in out  # ran to its end
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -35,15 +36,16 @@ def test_nic_dscp_and_priority_match_the_switches(family):
         on = {p.split(":")[0] for p in state.split() if p.endswith(":on")}
         assert on == pfc
         assert f"default_roce_tos\" {dep.qos.roce_dscp << 2}" in text
-        mtu = int(re.search(r'ip link set dev "\$i" mtu (\d+)', text).group(1))
+        mtu = int(re.search(r'write_file "\$SYS/class/net/\$i/mtu" (\d+)', text).group(1))
         assert mtu <= int(db["PORT"][sorted(db["PORT"])[0]]["mtu"])
         for k, v in dep.dcqcn.rp().items():
             assert f'"$e/roce_rp/{k}" {v}\n' in text
 
 
 def test_nic_script_is_valid_bash_and_check_mode_changes_nothing(tmp_path):
-    """bash -n accepts the script; --check on a machine without these NICs reports
-    deviations, exits 1 and writes nothing (no unit file, no installed copy)."""
+    """bash -n accepts the script; --check (and apply) on a machine without these NICs
+    says so, naming the ports, exits 3 and writes nothing (no unit file, no installed
+    copy)."""
     bash = shutil.which("bash")
     assert bash
     for text in _host_files("hpn", "nic-setup.sh").values():
@@ -56,11 +58,14 @@ def test_nic_script_is_valid_bash_and_check_mode_changes_nothing(tmp_path):
     script.write_text(text)
     assert subprocess.run([bash, "-n", str(script)], check=False).returncode == 0
     before = sorted(p.name for p in tmp_path.iterdir())
-    r = subprocess.run([bash, str(script), "--check"], capture_output=True, text=True,
-                       check=False, timeout=60)
-    assert r.returncode == 1, r.stderr
-    assert "DEVIATION" in r.stdout and f"deviation(s) on {name}" in r.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    for args in (["--check"], []):
+        r = subprocess.run([bash, str(script), *args], capture_output=True, text=True,
+                           check=False, timeout=60,
+                           env={**os.environ, "AIFABRIC_SYSFS": str(tmp_path / "no-sys"),
+                                "AIFABRIC_ROOT": str(tmp_path / "root")})
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert f"NO CONNECTX on {name}" in r.stdout and "ens0f0" in r.stdout
+        assert sorted(p.name for p in tmp_path.iterdir()) == before
     r = subprocess.run([bash, str(script), "--bogus"], capture_output=True, text=True,
                        check=False)
     assert r.returncode == 2

@@ -1,4 +1,4 @@
-"""``aifabric check BUILD --inventory FACTS``: collected facts against the plan.
+"""``aifabric check BUILD --inventory FACTS|--facts DIR``: collected facts against the plan.
 
 Prints every deviation, grouped (driver and firmware, MTU, link speed, QoS, ECN/DCQCN,
 cabling by LLDP neighbours, missing facts), with the device, the field, the expected
@@ -58,9 +58,12 @@ def _read_inventory(path: Path) -> Any:
 
 def check_cmd(
     build_dir: Path = typer.Argument(..., metavar="BUILD", help="a folder written by "
-                                     "aifabric build"),
+                                     "aifabric build (or the spec it was built from)"),
     inventory: Path | None = typer.Option(None, "--inventory", "-i",
                                           help="collected facts (YAML or JSON)"),
+    facts: Path | None = typer.Option(None, "--facts", help="a folder of facts files "
+                                      "(<device>.json, schema aifabric-facts) as the build's "
+                                      "ansible/preflight.yml writes them"),
     partial: bool = typer.Option(False, "--partial", help="ignore devices and interfaces "
                                  "missing from the inventory"),
     as_json: bool = typer.Option(False, "--json", help="print the deviations as JSON"),
@@ -73,7 +76,8 @@ def check_cmd(
         from aifabric.outputs import check_target
 
         check_target(template, option="--template", folder=False)
-    spec_file = build_dir / SPEC_FILE
+    # BUILD is a build folder (its spec.yaml), or the spec itself (the plan is rebuilt)
+    spec_file = build_dir if build_dir.is_file() else build_dir / SPEC_FILE
     if not spec_file.is_file():
         raise SpecError(Problem("", f"not an aifabric build folder (no {SPEC_FILE}); allowed: "
                                 "a folder written by aifabric build", str(build_dir)))
@@ -91,16 +95,41 @@ def check_cmd(
         console.print(f"wrote {template}: planned facts of {len(expected['hosts']):,} hosts "
                       f"and {len(expected['switches']):,} switches")
         return
-    if inventory is None:
+    unusable: list = []
+    if inventory is not None and facts is not None:
+        raise SpecError(Problem("--facts", "given with --inventory; allowed: one of them"))
+    if facts is not None:
+        from aifabric.configs.ansible import plan_id
+        from aifabric.configs.check import read_facts_folder
+
+        if not facts.is_dir():
+            raise SpecError(Problem("--facts", f"{facts} is not a folder; allowed: the facts "
+                                    "folder preflight.yml wrote (<build>/facts)"))
+        from aifabric.spec import dump_spec
+
+        # the digest of the spec.yaml the build wrote (a spec given directly: as dumped)
+        text = (spec_file.read_text(encoding="utf-8") if spec_file.name == SPEC_FILE
+                and not build_dir.is_file() else dump_spec(fabric.spec))
+        plan = plan_id(text, fabric.spec.name)
+        doc, unusable = read_facts_folder(facts, ctx, plan)
+        if not unusable and not doc["hosts"] and not doc["switches"]:
+            raise SpecError(Problem("--facts", f"{facts} holds no facts file (<device>.json); "
+                                    "allowed: the folder preflight.yml wrote"))
+        inv = parse_inventory(doc, str(facts), ctx)
+    elif inventory is None:
         raise SpecError(Problem("--inventory", "missing; allowed: a YAML/JSON file of "
-                                "collected facts (see --template)"))
-    inv = parse_inventory(_read_inventory(inventory), str(inventory), ctx)
+                                "collected facts (see --template), or --facts FOLDER"))
+    else:
+        inv = parse_inventory(_read_inventory(inventory), str(inventory), ctx)
     total = len(expected["hosts"]) + len(expected["switches"])
     with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                   console=err_console, transient=True,
                   disable=total <= PROGRESS_DEVICES) as bar:
         task = bar.add_task("checking", total=total)
         devs = compare(expected, inv, partial=partial, progress=lambda n: bar.advance(task, n))
+    if unusable:  # a device whose file could not be used is reported once, by its file
+        skip = {d.device for d in unusable}
+        devs = unusable + [d for d in devs if not (d.device in skip and d.field == "device")]
     if as_json:
         console.print_json(json.dumps([d.__dict__ for d in devs]))
     else:

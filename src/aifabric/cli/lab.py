@@ -81,6 +81,9 @@ def up_cmd(
     scale: str = typer.Option("small", "--scale", help="small, medium, or counts like "
                               "hosts=2,rails=2,segments=2,pods=1,uplinks=2,backup=1"),
     lab_dir: Path | None = DIR_OPT,
+    ssh: bool = typer.Option(False, "--ssh", help="also run an sshd in every namespace "
+                             "(only on its own address) and write the lab's build with an "
+                             "Ansible inventory that reaches them (<dir>/build/ansible)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Build the scaled-down copy and start FRR in every switch."""
@@ -90,7 +93,7 @@ def up_cmd(
 
     t0 = time.perf_counter()
     with console.status("starting the lab") as status:
-        lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg))
+        lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg), ssh=ssh)
     f = lab.fabric
     dt = time.perf_counter() - t0
     from aifabric.topology import NodeKind
@@ -106,6 +109,10 @@ def up_cmd(
     console.print("  FRR zebra + bgpd (+ staticd on "
                   f"{len(lab.layout.static_tors)} ToRs) with the generated frr.conf; "
                   "next: aifabric lab test")
+    if ssh:
+        console.print(f"  sshd in {len(lab.layout.namespaces)} namespaces (key "
+                      f"{lab.dir / 'ssh' / 'id_ed25519'}); ansible-playbook -i "
+                      f"{lab.dir / 'build' / 'ansible' / 'inventory.yml'} ...", markup=False)
 
 
 @app.command("status")

@@ -93,7 +93,8 @@ def render_build(ctx: BuildContext, progress: Progress | None = None
     f = ctx.fabric
     nodes = f.nodes
     sw = ctx.switches
-    yield SPEC_FILE, dump_spec(f.spec)
+    spec_text = dump_spec(f.spec)
+    yield SPEC_FILE, spec_text
     yield "LLD.md", render_lld(ctx.plan, ctx.ends)
     yield "cabling.csv", cabling_csv(ctx.plan, ctx.ends)
     yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
@@ -120,6 +121,10 @@ def render_build(ctx: BuildContext, progress: Progress | None = None
     from aifabric.telemetry.monitoring import render_monitoring
 
     yield from render_monitoring(ctx)
+    # the Ansible inventory and playbooks that push this build and collect facts
+    from aifabric.configs.ansible import render_ansible
+
+    yield from render_ansible(ctx, spec_text)
 
 
 def build_files(fabric: Fabric) -> dict[str, str]:

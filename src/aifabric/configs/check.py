@@ -31,11 +31,14 @@ across all hosts: the most common value found is the expected one.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 from pydantic import ConfigDict, Field, ValidationError
 
 from aifabric.configs.build import BuildContext
@@ -43,7 +46,11 @@ from aifabric.errors import Problem, SpecError
 from aifabric.spec.base import StrictModel
 from aifabric.spec.problems import problems_from_validation
 
-__all__ = ["Deviation", "Inventory", "compare", "expected_inventory", "parse_inventory"]
+__all__ = ["FACTS_VERSIONS", "Deviation", "Inventory", "compare", "expected_inventory",
+           "parse_inventory", "read_facts_folder"]
+
+#: versions of the facts-file schema (``aifabric-facts``) this code reads
+FACTS_VERSIONS = (1,)
 
 
 class _Strict(StrictModel):
@@ -72,6 +79,11 @@ class HostFacts(_Strict):
     driver: str | None = None
     driver_version: str | None = None
     firmware_version: str | None = None
+    gpu_count: int | None = None
+    # informational (collected by preflight.yml, not compared)
+    os: str | None = None
+    kernel: str | None = None
+    nic_model: str | None = None
     interfaces: dict[str, HostInterface] = Field(default_factory=dict)
 
 
@@ -90,6 +102,10 @@ class SwitchInterface(_Strict):
 
 class SwitchFacts(_Strict):
     os_version: str | None = None
+    bgp_established: int | None = None
+    # informational (collected by preflight.yml, not compared)
+    kernel: str | None = None
+    frr_version: str | None = None
     interfaces: dict[str, SwitchInterface] = Field(default_factory=dict)
 
 
@@ -112,7 +128,8 @@ GROUPS = {
     "ecn_enabled": "ECN / DCQCN", "ecn_min_threshold_bytes": "ECN / DCQCN",
     "ecn_max_threshold_bytes": "ECN / DCQCN", "ecn_max_mark_percent": "ECN / DCQCN",
     "lldp": "cabling (LLDP neighbours)", "device": "missing facts",
-    "interface": "missing facts",
+    "interface": "missing facts", "gpu_count": "GPUs", "bgp_established": "BGP sessions",
+    "facts file": "facts files (not compared)",
 }
 _VERSIONS = {"hosts": ("driver_version", "firmware_version"), "switches": ("os_version",)}
 
@@ -186,13 +203,17 @@ def expected_inventory(ctx: BuildContext) -> dict[str, Any]:
     e = ctx.ends
     sw = ctx.switches
     own_dev = e.device.tolist()
+    gpus = f.spec.hosts.gpus_per_host
     hosts: dict[str, Any] = {str(f.nodes.name[h]): {
         "driver": dep.expect.driver, "driver_version": dep.expect.driver_version,
-        "firmware_version": dep.expect.firmware_version, "interfaces": {}}
+        "firmware_version": dep.expect.firmware_version, "gpu_count": gpus, "interfaces": {}}
         for h in f.host_node.tolist()}
+    # one eBGP session per switch-to-switch cable (configs.frr)
+    fabric_row = f.is_switch[e.node] & f.is_switch[e.peer]
+    sessions = np.bincount(e.node[fabric_row], minlength=f.n_nodes)
     switches: dict[str, Any] = {str(f.nodes.name[s]): {
-        "os_version": dep.expect.switch_os_version, "interfaces": {}}
-        for s in ctx.plan.switches.tolist()}
+        "os_version": dep.expect.switch_os_version, "bgp_established": int(sessions[s]),
+        "interfaces": {}} for s in ctx.plan.switches.tolist()}
     dcqcn = {**dep.dcqcn.rp(), **dep.dcqcn.np(), "cnp_dscp": q.cnp_dscp,
              "cnp_802p_prio": q.cnp_tc}
     is_sw = f.is_switch[e.node].tolist()
@@ -302,3 +323,73 @@ def compare(expected: dict[str, Any], inv: Inventory, *, partial: bool = False,
                                              _fmt(want), _fmt(have)))
     return out
 
+
+
+def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str]
+                      ) -> tuple[dict[str, Any], list[Deviation]]:
+    """The facts files of ``folder`` (``<device>.json``, written by the build's
+    ``ansible/preflight.yml``) as one inventory document, and a deviation per file
+    that cannot be used: unreadable, another schema or version, collected for another
+    plan (``plan.name`` or ``plan.digest`` differ: facts of a different fabric or of an
+    older version of this one), a device not in the plan or facts that do not
+    validate. Such a file is left out and reported on its own line; every other device
+    is still compared.
+
+    A facts file (schema ``aifabric-facts``, version 1)::
+
+        {"schema": "aifabric-facts", "version": 1, "device": "tor-s00",
+         "kind": "switch",                       # or "host"
+         "plan": {"name": "...", "digest": "..."},  # the build's ansible inventory
+         "facts": {...},                         # one device of the inventory format
+         "notes": ["what could not be collected, and why"], ...}
+    """
+    from aifabric.configs.ansible import FACTS_SCHEMA
+
+    known = _known_devices(ctx)
+    inv: dict[str, Any] = {"hosts": {}, "switches": {}}
+    bad: list[Deviation] = []
+    group = GROUPS["facts file"]
+    for path in sorted(folder.glob("*.json")):
+        dev = path.stem
+
+        def no(field: str, expected: str, found: str, dev: str = dev) -> None:
+            bad.append(Deviation(group, dev, field, expected, found))
+
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            no("file", "a JSON facts document", f"unreadable ({type(exc).__name__})")
+            continue
+        if not isinstance(doc, dict):
+            no("file", "a JSON object", type(doc).__name__)
+            continue
+        if doc.get("schema") != FACTS_SCHEMA:
+            no("schema", FACTS_SCHEMA, _fmt(doc.get("schema")))
+            continue
+        if doc.get("version") not in FACTS_VERSIONS:
+            no("version", " or ".join(map(str, FACTS_VERSIONS)), _fmt(doc.get("version")))
+            continue
+        got = doc.get("plan") if isinstance(doc.get("plan"), dict) else {}
+        if got.get("name") != plan["name"]:
+            no("plan.name", plan["name"], _fmt(got.get("name")))
+            continue
+        if got.get("digest") != plan["digest"]:
+            no("plan.digest", plan["digest"], f"{_fmt(got.get('digest'))} (another version "
+               "of the plan: collect again with this build's inventory)")
+            continue
+        section = {"host": "hosts", "switch": "switches"}.get(str(doc.get("kind")))
+        if section is None:
+            no("kind", "host or switch", _fmt(doc.get("kind")))
+            continue
+        if doc.get("device") != dev or dev not in known[section]:
+            no("device", f"a {doc.get('kind')} of the plan named like its file",
+               _fmt(doc.get("device")))
+            continue
+        try:
+            parse_inventory({section: {dev: doc.get("facts") or {}}}, str(path), ctx)
+        except SpecError as err:
+            p = err.problems[0]
+            no("facts", "valid facts", f"{p.path}: {p.message}"[:200])
+            continue
+        inv[section][dev] = doc.get("facts") or {}
+    return inv, bad

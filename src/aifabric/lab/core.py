@@ -102,17 +102,23 @@ def load_lab(lab: Path | None = None) -> Lab:
 
 
 def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
-       progress: Any = None) -> Lab:
+       progress: Any = None, ssh: bool = False) -> Lab:
     """Build the lab of ``spec_file`` at ``scale_text`` in folder ``lab``.
 
     Refuses (LabError) when a lab is already up there; raises SpecError on bad input
-    (nothing is created). Any failure after the first namespace is torn down.
+    (nothing is created). Any failure after the first namespace is torn down. ``ssh``
+    also starts an sshd in every namespace and writes the lab's build with an Ansible
+    inventory that reaches them (:mod:`aifabric.lab.ssh`).
     """
     lab = Path(lab or default_dir()).absolute()
     spec = load_spec(spec_file)
     scale = parse_scale(scale_text)
     fabric, ctx, lay = _build(spec, scale, lab)  # bad input stops here: nothing made yet
     preflight()
+    if ssh:
+        from aifabric.lab.ssh import preflight_ssh
+
+        preflight_ssh()
     if (lab / STATE).is_file():
         raise LabError(f"a lab is already up in {lab}; take it down first "
                        "(`aifabric lab down`) or use another --dir")
@@ -134,7 +140,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         "version": 1, "prefix": prefix, "spec_file": str(Path(spec_file).absolute()),
         "spec_name": spec.name, "scale": scale_text, "fabric": fabric.name,
         "switches": lay.switches, "hosts": lay.hosts, "links": len(lay.links),
-        "phase": "building", "failures": [], "started": time.time(),
+        "phase": "building", "failures": [], "started": time.time(), "ssh": ssh,
     }
     _write_state(lab, state)
     try:
@@ -153,6 +159,9 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         _run_scripts(cmds)
         step(f"starting FRR on {len(lay.switches)} switches")
         start_frr(lab, lay.ns, lay.frr_conf, lay.static_tors)
+        if ssh:
+            step("starting sshd in every namespace, writing the lab's build")
+            state["ssh_pids"] = _start_ssh(lab, fabric, ctx, lay)
         state["phase"] = "up"
         state["pids"] = daemon_pids(lab)
         _write_state(lab, state)
@@ -160,6 +169,36 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         teardown(lab, prefix)
         raise
     return Lab(lab, state, fabric, ctx, lay)
+
+
+#: folders ``up --ssh`` writes into the lab folder: the build of the scaled fabric (with
+#: the Ansible inventory of the lab) and each device's file-system root
+SSH_FOLDERS = ("build", "root")
+
+
+def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout) -> dict[str, int]:
+    """sshd per namespace, the lab's build in ``<lab>/build`` (its inventory reaches the
+    sshds) and per switch its installed ``config_db.json`` under ``<lab>/root``."""
+    from aifabric.configs import write_build
+    from aifabric.configs.ansible import inventory_yml, management_addresses, plan_id
+    from aifabric.lab.ssh import inventory_vars, start_sshd
+
+    addr = management_addresses(ctx)
+    pids = start_sshd(lab, lay.ns, addr)
+    out = lab / "build"
+    write_build(fabric, out, ctx=ctx)
+    per, common = inventory_vars(lab, lay.switches + lay.hosts, lay.switches)
+    plan = plan_id((out / SPEC).read_text(encoding="utf-8"), fabric.spec.name)
+    (out / "ansible" / "inventory.yml").write_text(inventory_yml(ctx, plan, per, common),
+                                                   encoding="utf-8")
+    for dev in lay.switches + lay.hosts:
+        (lab / "root" / dev).mkdir(parents=True, exist_ok=True)
+    for sw in lay.switches:
+        os.chmod(lab / "frr" / sw / "frr.conf", 0o640)  # as FRR's package installs it
+        etc = lab / "root" / sw / "etc" / "sonic"
+        etc.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / "switches" / sw / "config_db.json", etc / "config_db.json")
+    return pids
 
 
 def _run_scripts(cmds: list[list[str]]) -> None:
@@ -183,6 +222,14 @@ def teardown(lab: Path, prefix: str | None = None) -> dict[str, int]:
     if state_path.is_file():
         with contextlib.suppress(OSError, ValueError):
             pids += list(json.loads(state_path.read_text()).get("pids", {}).values())
+    ssh = (lab / "ssh").is_dir()
+    if state_path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            ssh = ssh or bool(json.loads(state_path.read_text()).get("ssh"))
+    if ssh:  # sshd listeners and sessions first: they live in the namespaces
+        from aifabric.lab.ssh import stop_sshd
+
+        stop_sshd(lab, lab_namespaces(prefix))
     running = [p for p in set(pids) if alive(p, lab)]
     left = stop_pids(lab, running)
     if left:
@@ -196,6 +243,9 @@ def teardown(lab: Path, prefix: str | None = None) -> dict[str, int]:
         raise LabError(f"could not delete namespaces {', '.join(rest[:3])}")
     # only what the lab wrote: the folder may hold other files of the user's
     shutil.rmtree(lab / "frr", ignore_errors=True)
+    if ssh:
+        for name in SSH_FOLDERS:
+            shutil.rmtree(lab / name, ignore_errors=True)
     for name in (SPEC, STATE + ".tmp", STATE):
         (lab / name).unlink(missing_ok=True)
     if lab.is_dir() and not any(lab.iterdir()):

@@ -7,17 +7,27 @@
 # the NIC's /32 with a route to the anycast gateway 10.255.255.254.
 #
 # Idempotent: a setting already right is left alone. Persistent: installs itself as
-# /usr/local/sbin/aifabric-nic-setup and the systemd unit aifabric-nic.service, run at every boot.
+# /usr/local/sbin/aifabric-nic-setup and the systemd unit aifabric-nic.service (enabled for multi-user.target), run at every boot.
 #
 #   nic-setup.sh           apply (as root)
 #   nic-setup.sh --check   change nothing; print every deviation, exit 1 if any
+#   --no-dcb                         leave trust, PFC and the DSCP map (dcb) to another tool
+# Exit 3 (both modes, nothing changed): no ConnectX (mlx5_core) NIC behind the ports.
+# AIFABRIC_SYSFS (default /sys) and AIFABRIC_ROOT (default /) relocate sysfs/configfs
+# and the installed files (a test's fake tree); both default to the real system.
 set -euo pipefail
 MODE=apply
-case "${1:-}" in
-  --check) MODE=check ;;
-  "") ;;
-  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
-esac
+DCB=1
+for arg in "$@"; do
+  case "$arg" in
+    --check) MODE=check ;;
+    --no-dcb) DCB=0 ;;
+    *) echo "usage: $0 [--check] [--no-dcb]" >&2; exit 2 ;;
+  esac
+done
+SYS=${AIFABRIC_SYSFS:-/sys}
+ROOT=${AIFABRIC_ROOT:-/}
+ROOT=${ROOT%/}
 DEVIATIONS=0
 
 # ensure <what> <current value> <expected value> <command to apply...>
@@ -34,6 +44,19 @@ ensure() {
 read_file() { cat "$1" 2>/dev/null || echo "<missing>"; }
 write_file() { printf '%s\n' "$2" > "$1"; }
 
+# a ConnectX behind every port, or nothing is done: a namespace's veth or a missing
+# NIC is reported as such instead of as a list of wrong settings
+NO_NIC=()
+N_NO=0
+for i in ens0f0 ens1f0; do
+  drv=$(basename "$(readlink -f "$SYS/class/net/$i/device/driver" 2>/dev/null)" 2>/dev/null || true)
+  [[ $drv == mlx5_core ]] || { NO_NIC+=("$i (${drv:-no device: virtual or absent})"); N_NO=$((N_NO + 1)); }
+done
+if (( N_NO )); then
+  echo "NO CONNECTX on host-s00-h000: $N_NO port(s) without a ConnectX (mlx5_core) NIC: ${NO_NIC[*]}; nothing checked or set"
+  exit 3
+fi
+
 # dcb(8) from iproute2 sets trust, PFC and DSCP->priority
 dcb_show() { dcb "$@" 2>/dev/null || true; }
 pfc_state() { local v; v=$(dcb_show pfc show dev "$1" prio-pfc | sed 's/^prio-pfc //' | xargs || true); echo "${v:-<missing>}"; }
@@ -41,12 +64,14 @@ dscp_prio() { local v; v=$(dcb_show app show dev "$1" dscp-prio | tr ' ' '\n' | 
 trust() { local v; v=$(dcb_show apptrust show dev "$1" order | sed 's/^order //' | xargs || true); echo "${v:-<missing>}"; }
 
 configure_port() {  # <interface>
-  local i=$1 e=/sys/class/net/$1/ecn
-  ensure "$i mtu" "$(read_file /sys/class/net/$i/mtu)" "9000" ip link set dev "$i" mtu 9000
+  local i=$1 e=$SYS/class/net/$1/ecn
+  ensure "$i mtu" "$(read_file "$SYS/class/net/$i/mtu")" "9000" write_file "$SYS/class/net/$i/mtu" 9000
+  if (( DCB )); then
   ensure "$i trust" "$(trust "$i")" "dscp" dcb apptrust set dev "$i" order dscp
   ensure "$i dscp-prio" "$(dscp_prio "$i")" "26:3 48:6" \
     dcb app replace dev "$i" dscp-prio 26:3 48:6
   ensure "$i pfc" "$(pfc_state "$i")" "0:off 1:off 2:off 3:off 4:off 5:off 6:off 7:off" dcb pfc set dev "$i" prio-pfc 0:off 1:off 2:off 3:off 4:off 5:off 6:off 7:off
+  fi
   ensure "$i ecn/roce_rp/enable/3" "$(read_file $e/roce_rp/enable/3)" "1" write_file "$e/roce_rp/enable/3" 1
   ensure "$i ecn/roce_np/enable/3" "$(read_file $e/roce_np/enable/3)" "1" write_file "$e/roce_np/enable/3" 1
   ensure "$i ecn/roce_rp/rpg_ai_rate" "$(read_file $e/roce_rp/rpg_ai_rate)" "5" write_file "$e/roce_rp/rpg_ai_rate" 5
@@ -71,7 +96,7 @@ configure_port() {  # <interface>
 }
 
 roce_tos() {  # <rdma device>
-  local d=/sys/kernel/config/rdma_cm/$1
+  local d=$SYS/kernel/config/rdma_cm/$1
   if [[ $MODE == apply && ! -d $d ]]; then mkdir -p "$d"; fi
   ensure "$1 default_roce_tos" "$(read_file $d/ports/1/default_roce_tos)" "104" write_file "$d/ports/1/default_roce_tos" 104
 }
@@ -102,11 +127,13 @@ configure_port ens1f0
 address ens1f0 10.0.0.2 101
 roce_tos mlx5_1
 
-# persistence: this script at every boot
+# persistence: this script at every boot (the unit enabled as `systemctl enable` does:
+# a link in multi-user.target.wants; systemd reloaded when it runs this system)
 SELF=$(readlink -f "$0")
-if [[ $MODE == apply ]]; then
-  if ! cmp -s "$SELF" /usr/local/sbin/aifabric-nic-setup; then install -D -m 0755 "$SELF" /usr/local/sbin/aifabric-nic-setup; fi
-  UNIT="[Unit]
+INSTALLED="$ROOT"/usr/local/sbin/aifabric-nic-setup
+UNIT_FILE="$ROOT/etc/systemd/system/"aifabric-nic.service
+WANTS="$ROOT/etc/systemd/system/multi-user.target.wants/"aifabric-nic.service
+UNIT="[Unit]
 Description=aifabric RoCE NIC setup (host-s00-h000)
 After=network-pre.target openibd.service
 Wants=network-pre.target
@@ -118,13 +145,18 @@ RemainAfterExit=yes
 
 [Install]
 WantedBy=multi-user.target"
-  if [[ "$(cat /etc/systemd/system/aifabric-nic.service 2>/dev/null)" != "$UNIT" ]]; then
-    printf '%s\n' "$UNIT" > /etc/systemd/system/aifabric-nic.service
-    systemctl daemon-reload && systemctl enable aifabric-nic.service >/dev/null
-  fi
-else
-  ensure "persistence (aifabric-nic.service)" "$(systemctl is-enabled aifabric-nic.service 2>/dev/null || echo disabled)" "enabled" true
-fi
+installed() { cmp -s "$SELF" "$INSTALLED" && echo yes || echo no; }
+unit_state() { [[ "$(cat "$UNIT_FILE" 2>/dev/null)" == "$UNIT" ]] && echo written || echo "<missing or different>"; }
+enabled() { [[ "$(readlink "$WANTS" 2>/dev/null)" == "../"aifabric-nic.service ]] && echo enabled || echo disabled; }
+install_self() { install -D -m 0755 "$SELF" "$INSTALLED"; }
+write_unit() { mkdir -p "${UNIT_FILE%/*}" && printf '%s\n' "$UNIT" > "$UNIT_FILE"; }
+enable_unit() {
+  mkdir -p "${WANTS%/*}" && ln -sfn "../"aifabric-nic.service "$WANTS"
+  if [[ $ROOT == "" && -d /run/systemd/system ]]; then systemctl daemon-reload; fi
+}
+ensure "persistence: /usr/local/sbin/aifabric-nic-setup" "$(installed)" "yes" install_self
+ensure "persistence: unit aifabric-nic.service" "$(unit_state)" "written" write_unit
+ensure "persistence: unit aifabric-nic.service enabled" "$(enabled)" "enabled" enable_unit
 
 if [[ $MODE == check ]]; then
   if (( DEVIATIONS )); then echo "$DEVIATIONS deviation(s) on host-s00-h000"; exit 1; fi

@@ -1,0 +1,238 @@
+"""``ansible/`` of aifabric build: the inventory follows the plan, the playbooks pass
+ansible-lint (production profile) and ``--syntax-check``, and bad input (an inventory
+without a plan, facts of another plan, a device whose collector failed) is one line per
+device while the rest of the run goes on.
+
+Expected values come from the fabric and its other generated files (frr.conf's
+neighbours, the routing model), never written in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from aifabric.configs.ansible import FACTS_SCHEMA, ecmp_plan, plan_id
+from tests.configs.conftest import FAMILIES, SMALL, need_tool, small_ctx, small_files
+
+ANSIBLE = "templates/ansible"
+
+
+def _inventory(family: str) -> dict:
+    return yaml.safe_load(small_files(family)["ansible/inventory.yml"])
+
+
+def _members(inv: dict, group: str) -> set[str]:
+    return set((inv["all"]["children"].get(group) or {}).get("hosts") or {})
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_inventory_groups_every_device_by_its_plan(family):
+    """Every switch is in ``switches`` and in exactly the tier/plane/rail/segment/pod
+    groups its node says; every host in ``servers``, the rails of its NICs and its
+    segment; ``ansible_host`` is a switch's loopback from config_db.json."""
+    ctx = small_ctx(family)
+    f = ctx.fabric
+    inv = _inventory(family)
+    sw = inv["all"]["children"]["switches"]["hosts"]
+    hosts = inv["all"]["children"]["servers"]["hosts"]
+    names = f.nodes.name
+    assert set(sw) == {str(names[n]) for n in ctx.plan.switches.tolist()}
+    assert set(hosts) == {str(names[h]) for h in f.host_node.tolist()}
+    for n in ctx.plan.switches.tolist():
+        name = str(names[n])
+        tier = sw[name]["aifabric_tier"]
+        assert name in _members(inv, tier)
+        assert sum(name in _members(inv, t) for t in ("tor", "agg", "core")) == 1
+        for attr, group in (("plane", "plane"), ("rail", "rail"), ("segment", "segment"),
+                            ("pod", "pod")):
+            v = int(getattr(f.nodes, attr)[n])
+            assert (name in _members(inv, f"{group}{v}")) == (v >= 0)
+        db = json.loads(small_files(family)[f"switches/{name}/config_db.json"])
+        lo = [k.split("|")[1] for k in db["LOOPBACK_INTERFACE"] if "|" in k]
+        assert [sw[name]["ansible_host"] + "/32"] == lo
+    for name, v in hosts.items():
+        for r in v["aifabric_rails"]:
+            assert name in _members(inv, f"rail{r}")
+        assert name in _members(inv, f"segment{v['aifabric_segment']}")
+    plan = inv["all"]["vars"]["aifabric_plan"]
+    assert plan == plan_id(small_files(family)["spec.yaml"], SMALL[family]["name"])
+
+
+@pytest.mark.parametrize("family", ["hpn", "fat_tree", "single_tor"])
+def test_gate_plan_matches_frr_and_the_routing_model(family):
+    """A switch's BGP peers are exactly the neighbours of its frr.conf; its ECMP plan
+    counts every NIC /32 the routing model reaches from it exactly once (delivered
+    directly or over N next hops), and a ToR delivers exactly the NICs cabled to it."""
+    from aifabric.lab.verify import DIRECT, model_groups
+
+    ctx = small_ctx(family)
+    f = ctx.fabric
+    inv = _inventory(family)
+    sw = inv["all"]["children"]["switches"]["hosts"]
+    files = small_files(family)
+    switches = list(sw)
+    model = model_groups(f, np.ones(len(f.links), dtype=bool), switches)
+    for name, v in sw.items():
+        frr = files[f"switches/{name}/frr.conf"]
+        peers = set(re.findall(r"^ neighbor (\S+) remote-as", frr, re.M))
+        assert set(v["aifabric_bgp_peers"]) == peers
+        want: dict[str, int] = {}
+        for g in model[name].values():
+            if g is None:
+                continue
+            key = "direct" if g == DIRECT else str(len(g))
+            want[key] = want.get(key, 0) + 1
+        assert v["aifabric_ecmp"] == want, name
+    assert ecmp_plan(ctx) == ecmp_plan(small_ctx(family))  # deterministic
+
+
+def test_build_writes_the_same_ansible_bytes_twice():
+    from aifabric import build_fabric
+    from aifabric.configs import build_files
+    from aifabric.spec import spec_from_dict
+
+    a = {k: v for k, v in small_files("hpn").items() if k.startswith("ansible/")}
+    b = {k: v for k, v in build_files(build_fabric(spec_from_dict(SMALL["hpn"]))).items()
+         if k.startswith("ansible/")}
+    assert a == b
+    assert {"ansible/inventory.yml", "ansible/preflight.yml", "ansible/deploy-hosts.yml",
+            "ansible/deploy-switches.yml", "ansible/ansible.cfg"} <= set(a)
+
+
+def test_deploy_switches_has_one_play_per_plane_that_stops_on_failure():
+    """HPN's two planes each get a play (then the switches of no plane); every play
+    stops the rollout at the first failure."""
+    plays = yaml.safe_load(small_files("hpn")["ansible/deploy-switches.yml"])
+    f = small_ctx("hpn").fabric
+    planes = sorted({int(p) for p in f.nodes.plane[f.is_switch] if p >= 0})
+    assert [p["hosts"] for p in plays[:len(planes)]] == [f"switches:&plane{p}" for p in planes]
+    assert all(p["any_errors_fatal"] and p["max_fail_percentage"] == 0 for p in plays)
+
+
+@pytest.fixture(scope="module")
+def hpn_build(tmp_path_factory):
+    from aifabric import build_fabric
+    from aifabric.configs import write_build
+    from aifabric.spec import spec_from_dict
+
+    out = tmp_path_factory.mktemp("ansible") / "build"
+    write_build(build_fabric(spec_from_dict(SMALL["hpn"])), out)
+    return out
+
+
+def test_playbooks_pass_ansible_lint_production(hpn_build):
+    """ansible-lint's production profile passes on the generated folder as written."""
+    need_tool("ansible-lint")
+    r = subprocess.run(["ansible-lint", "--profile", "production", "--offline", "--nocolor",
+                        "."], cwd=hpn_build / "ansible", capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Profile 'production' was required, and it passed" in r.stdout + r.stderr
+
+
+def test_playbooks_pass_syntax_check(hpn_build):
+    need_tool("ansible-playbook")
+    d = hpn_build / "ansible"
+    r = subprocess.run(["ansible-playbook", "-i", "inventory.yml", "--syntax-check",
+                        "preflight.yml", "deploy-hosts.yml", "deploy-switches.yml"],
+                       cwd=d, capture_output=True, text=True, timeout=300, check=False,
+                       env={**os.environ, "ANSIBLE_CONFIG": str(d / "ansible.cfg")})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_inventory_without_a_plan_fails_each_device_on_its_own_line(hpn_build, tmp_path):
+    """Two devices in an inventory that no build wrote: each fails the plan check with
+    a line naming it; nothing is collected (the run still visits both)."""
+    need_tool("ansible-playbook")
+    inv = tmp_path / "inventory.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"servers": {"hosts": {
+        "alpha": {"ansible_connection": "local",
+                  "ansible_python_interpreter": sys.executable},
+        "beta": {"ansible_connection": "local",
+                 "ansible_python_interpreter": sys.executable}}}}}}))
+    d = hpn_build / "ansible"
+    r = subprocess.run(["ansible-playbook", "-i", str(inv), str(d / "preflight.yml")],
+                       capture_output=True, text=True, timeout=300, check=False,
+                       env={**os.environ, "ANSIBLE_CONFIG": str(d / "ansible.cfg"),
+                            "ANSIBLE_NOCOLOR": "1"})
+    assert r.returncode != 0
+    for dev in ("alpha", "beta"):
+        assert f"{dev}: this inventory has no aifabric plan" in r.stdout, r.stdout[-2000:]
+        assert re.search(rf"^{dev}\s+: ok=0 .*failed=1", r.stdout, re.M)
+    assert not (hpn_build / "facts").exists()
+
+
+def _facts_file(folder: Path, dev: str, kind: str, facts: dict, plan: dict) -> None:
+    folder.mkdir(exist_ok=True)
+    doc = {"schema": FACTS_SCHEMA, "version": 1, "device": dev, "kind": kind,
+           "facts": facts, "plan": plan, "notes": []}
+    (folder / f"{dev}.json").write_text(json.dumps(doc))
+
+
+def test_check_facts_reports_foreign_files_per_device_and_compares_the_rest(
+        cli, hpn_build, tmp_path):
+    """Facts files of every device from the planned facts; one file collected for
+    another plan (name), one for an older version of this plan (digest), one of an
+    unknown schema version and one wrong MTU: each is its own line, the other devices
+    are compared (the MTU is found), exit 1."""
+    tpl = tmp_path / "planned.json"
+    assert cli("check", hpn_build, "--template", tpl).code == 0
+    planned = json.loads(tpl.read_text())
+    plan = plan_id((hpn_build / "spec.yaml").read_text(), SMALL["hpn"]["name"])
+    facts = tmp_path / "facts"
+    for section, kind in (("hosts", "host"), ("switches", "switch")):
+        for dev, got in planned[section].items():
+            got = {k: v for k, v in got.items() if v is not None}
+            _facts_file(facts, dev, kind, got, plan)
+    r = cli("check", hpn_build, "--facts", facts)
+    assert r.code == 0, r.out + r.err
+    hosts = sorted(planned["hosts"])
+    switches = sorted(planned["switches"])
+    _facts_file(facts, hosts[0], "host", {}, {**plan, "name": "another-fabric"})
+    _facts_file(facts, hosts[1], "host", {}, {**plan, "digest": "0" * 16})
+    doc = json.loads((facts / f"{switches[0]}.json").read_text())
+    doc["version"] = 99
+    (facts / f"{switches[0]}.json").write_text(json.dumps(doc))
+    doc = json.loads((facts / f"{switches[1]}.json").read_text())
+    port = sorted(doc["facts"]["interfaces"])[0]
+    doc["facts"]["interfaces"][port]["mtu"] = 1500
+    (facts / f"{switches[1]}.json").write_text(json.dumps(doc))
+    r = cli("check", hpn_build, "--facts", facts, "--json")
+    assert r.code == 1, r.err
+    got = {(d["device"], d["field"]) for d in json.loads(r.out)}
+    assert got == {(hosts[0], "plan.name"), (hosts[1], "plan.digest"),
+                   (switches[0], "version"), (switches[1], f"{port}.mtu")}
+
+
+def test_check_facts_bad_folder_is_one_line(cli, hpn_build, tmp_path):
+    r = cli("check", hpn_build, "--facts", tmp_path / "nowhere")
+    assert r.code == 2 and "--facts" in r.err and len(r.err.strip().splitlines()) == 1
+    (tmp_path / "empty").mkdir()
+    r = cli("check", hpn_build, "--facts", tmp_path / "empty")
+    assert r.code == 2 and "no facts file" in r.err
+
+
+def test_write_facts_skips_a_broken_collector_output_and_writes_the_rest(tmp_path):
+    """The controller-side writer: a device whose collector printed no JSON is one
+    line; the others are written with their plan."""
+    script = Path(__file__).resolve().parents[2] / "src/aifabric/configs" / ANSIBLE / \
+        "files/write_facts.py"
+    plan = {"name": "x", "digest": "y"}
+    data = {"stdout": {"good": json.dumps({"schema": FACTS_SCHEMA, "version": 1}),
+                       "bad": "Traceback (most recent call last):"},
+            "plan": {"good": plan, "bad": plan}}
+    r = subprocess.run([sys.executable, str(script), str(tmp_path)], input=json.dumps(data),
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 1
+    assert "bad: the collector's output is not a facts document" in r.stdout
+    assert json.loads((tmp_path / "good.json").read_text())["plan"] == plan
+    assert not (tmp_path / "bad.json").exists()
