@@ -83,7 +83,10 @@ def scenario_from_record(doc: dict[str, Any], *, file: str | None = None) -> Sce
         from aifabric.sim.scenario import SimScenario
 
         model = SimScenario
+    # the files a scenario names are stored absolute (run_record); a scenario_file given
+    # as a relative path says nothing about where it was relative to (the reader's working
+    # folder is not the writer's), so only an absolute one lends its folder
     given = doc.get("scenario_file")
-    base = Path(given).parent if isinstance(given, str) and Path(given).parent.is_dir() \
-        else None
+    base = Path(given).parent if isinstance(given, str) and Path(given).is_absolute() \
+        and Path(given).parent.is_dir() else None
     return scenario_from_dict(doc["scenario"], file=file, base_dir=base, model=model)

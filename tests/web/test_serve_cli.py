@@ -193,6 +193,28 @@ def test_another_address_warns_and_accepts_any_host(tmp_path):
                      re.MULTILINE), err
 
 
+@pytest.mark.parametrize("listen", ["127.0.0.2:0", "127.1:0"])
+def test_any_loopback_address_answers_its_own_url_and_only_loopback_names(tmp_path, listen):
+    """Loopback is decided from the bound address (127.0.0.0/8): the printed URL works,
+    no warning is printed, and a foreign Host header is still refused (DNS rebinding)."""
+    proc = _serve(TINY, "--listen", listen, cwd=tmp_path)
+    try:
+        _, host, port = _wait_url(proc)
+        r = httpx.get(f"http://{host}:{port}/api/info", timeout=30)
+        assert r.status_code == 200, r.text
+        r = httpx.get(f"http://{host}:{port}/api/info",
+                      headers={"host": f"evil.example:{port}"}, timeout=30)
+        assert r.status_code == 400
+    finally:
+        _, _, err = _stop(proc)
+    assert "warning" not in err, err
+
+
+def test_listen_any_port_garbage_names_the_text_given(tmp_path):
+    err = _bad(tmp_path, TINY, "--listen", ":0")
+    assert "':0'" in err and "':1'" not in err, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_it_cleanly(tmp_path, sig):
     proc = _serve(TINY, "--listen", "127.0.0.1:0", cwd=tmp_path)

@@ -75,7 +75,7 @@ def serve_cmd(
     sock = _bind(host, port)
     try:
         twin = _open_twin(target, scenario, lab, lab_dir)
-        if not is_loopback(host):
+        if not is_loopback(sock.getsockname()[0]):  # what was bound (127.1 is loopback)
             err_console.print(f"warning: --listen {listen} is not a loopback address: "
                               "whoever reaches it can read the twin and its run folder",
                               markup=False, soft_wrap=True)
@@ -89,8 +89,15 @@ def serve_cmd(
 
 def _parse_listen(text: str, parse: Any) -> tuple[str, int]:
     """``HOST:PORT`` as the exporter reads it, but port 0 (any free port) allowed."""
+    from aifabric.errors import Problem, SpecError
+
     if text.endswith(":0"):
-        host, _ = parse(text[:-2] + ":1")
+        try:
+            host, _ = parse(text[:-2] + ":1")
+        except SpecError:  # name the text as given, not the stand-in port
+            raise SpecError(Problem("--listen", f"{text!r} is not HOST:PORT; allowed: an "
+                                    "address and a port 0-65535 (0: any free port), e.g. "
+                                    "127.0.0.1:8050")) from None
         return host, 0
     return parse(text)
 
@@ -174,9 +181,12 @@ def _serve(twin: Any, sock: Any, host: str, open_browser: bool) -> None:
     from aifabric.telemetry.exporter import is_loopback
     from aifabric.web.app import create_app
 
-    app = create_app(twin, allowed_hosts=_LOOPBACK_HOSTS if is_loopback(host) else None)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    # a loopback server answers only Host headers naming loopback (against DNS
+    # rebinding): the usual names, the address it is bound to and the host as given
+    allowed = [*_LOOPBACK_HOSTS, bound[0], shown, host]
+    app = create_app(twin, allowed_hosts=allowed if is_loopback(bound[0]) else None)
     url = f"http://{shown}:{bound[1]}/"
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=2, server_header=False)
