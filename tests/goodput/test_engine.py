@@ -228,3 +228,44 @@ def test_multi_level_accounting_is_exact():
     assert np.abs(total - r.horizon).max() < 1e-6 * r.horizon
     assert (r.useful > 0).all() and (r.wait >= 0).all()
     assert r.restores[:3].sum() > 0
+
+
+@pytest.mark.parametrize("blocker", ["switch", "host"])
+def test_a_later_failure_does_not_cut_a_wait_short(blocker):
+    """A job waiting for a repair (a cut-off switch, or a host with no spare free) cannot
+    restart before the part is back, however many other failures (software, say) arrive
+    during the wait: they restart the recovery, they do not end the wait. Here the repair
+    outlasts the horizon and the blocking failure comes early (rate 200 per horizon: it
+    is later than 10 % of the horizon with probability e^-20), so no trial makes
+    progress after the first 10 % of the horizon."""
+    H = 30 * 86400.0
+    if blocker == "switch":
+        block = Kind("tor", 200.0 / H, wait_s=10 * H)
+    else:
+        block = Kind("host", 200.0 / H, needs_host=True, repair_s=10 * H)
+    kinds = [block, Kind("software", 200.0 / H)]
+    r = _run([600.0], kinds=kinds, trials=200, horizon=H, spares=0, swap=0.0)
+    assert r.counts[1].min() > 50  # software failures keep coming during the wait
+    assert r.useful.max() <= 0.1 * H
+    total = r.useful + r.recompute + r.stalls + r.detect + r.wait + r.restart
+    assert np.abs(total - r.horizon).max() < 1e-6 * r.horizon
+
+
+def test_spares_serve_only_their_own_pool():
+    """Two segments of equal size, one spare each, no repair within the horizon: a host
+    failure takes its own segment's spare; when both failures of a trial hit the same
+    segment (probability 1/2) the second waits although the other segment's spare is
+    free."""
+    H = 30 * 86400.0
+    kinds = [Kind("host", 2.0 / H, needs_host=True, repair_s=10 * H)]
+    r = _run([600.0], kinds=kinds, trials=4000, horizon=H, spares=1, swap=900.0,
+             pool_weights=np.array([8.0, 8.0]))
+    n = r.counts.sum(axis=0)
+    assert np.array_equal(r.swapped + r.waited, n)
+    assert (r.swapped <= np.minimum(n, 2)).all()
+    two = n == 2
+    same = (r.swapped[two] == 1).mean()  # both in one segment
+    assert abs(same - 0.5) < 4 * np.sqrt(0.25 / two.sum())
+    # one pool of two spares (spare_scope: cluster) never leaves a spare unused
+    c = _run([600.0], kinds=kinds, trials=4000, horizon=H, spares=2, swap=900.0)
+    assert np.array_equal(c.swapped, np.minimum(c.counts.sum(axis=0), 2))

@@ -24,7 +24,8 @@ The model, per trial
   host of the pool (or the failed one) is back from repair, plus the swap; for a switch
   or link that cut the job off it is the component's repair. A failure during recovery
   starts the recovery again (it loses no further work unless it also loses the level
-  being restored).
+  being restored), and it does not end the wait for a part that is still missing: the
+  job restarts once every part it waits for is back.
 * A :class:`Degrade` (e.g. a dual-ToR host lost one port) does not stop the job: it runs
   ``slowdown`` times slower until the part is repaired. Its cost is charged as
   ``(1 - 1/slowdown) x min(repair, time left)`` of training time; its interplay with
@@ -284,10 +285,12 @@ def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
             swapped[idx] += is_free
             waited[idx] += ~is_free
         counts[ki[act], arange_t[act]] += 1.0
-        # the new pending recovery
+        # the new pending recovery; a part the previous one still waits for (a switch
+        # under repair, a host with no spare) is still missing: its wait goes on
+        hold = np.maximum(r0 + ph_d + ph_w - aa - detect, 0.0)
         r0 = np.where(am, aa, r0)
         ph_d = np.where(am, detect, ph_d)
-        ph_w = np.where(am, w[None, :], ph_w)
+        ph_w = np.where(am, np.maximum(w[None, :], hold), ph_w)
         ph_r = np.where(am, restart + rest_s, ph_r)
         pend = np.where(act, ki, pend)
         t_up = np.where(am, aa + ph_d + ph_w + ph_r, t_up)
