@@ -11,6 +11,7 @@ filled in, never 500; unknown names are a 4xx one-line JSON error.
 
 from __future__ import annotations
 
+import csv
 import http.client
 import json
 import os
@@ -241,6 +242,55 @@ def test_table_pages_add_up_to_the_file(served, hostile):
     assert [",".join(r) for r in rows] == lines[1:]
     past = httpx.get(served.url + f"api/run/table/links?offset={n + 5}", timeout=30).json()
     assert past["rows"] == [] and past["total"] == n
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """A real ``aifabric compare --out`` folder (two cheap scenarios, analytic): one
+    sub-folder of tables per scenario; one of them given a symlink to a CSV outside."""
+    work = tmp_path_factory.mktemp("compare")
+    spec = ROOT / "tests" / "golden" / "hpn" / "spec.yaml"
+    for n in "ab":
+        (work / f"{n}.yaml").write_text(f"name: sc-{n}\nspec: {spec}\ncollectives:\n"
+                                        "  - {op: allreduce, size_bytes: 1MiB, gpus: 8}\n",
+                                        encoding="utf-8")
+    out = work / "cmp"
+    p = subprocess.run([sys.executable, "-m", "aifabric", "compare", str(work / "a.yaml"),
+                        str(work / "b.yaml"), "--sim", "analytic", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, check=False, cwd=work)
+    assert p.returncode == 0, p.stderr
+    (work / "outside.csv").write_text(f"secret\n{SECRET}\n", encoding="utf-8")
+    (out / "sc-a" / "leak.csv").symlink_to(work / "outside.csv")
+    return out
+
+
+def test_tables_in_sub_folders_are_served_and_nothing_outside(compared, start_serve):
+    """compare (and demo) write a sub-folder per scenario: /api/run lists their tables
+    and /api/run/table/{path} serves them (with or without the extension), by the same
+    rule as /files: only what is inside the run folder."""
+    served = start_serve(compared)
+    run = httpx.get(served.url + "api/run", timeout=30).json()
+    tables = {f["path"] for f in run["files"] if f["kind"] == "table"}
+    assert {"sc-a/links.csv", "sc-b/links.csv", "sc-b/jobs.csv"} <= tables
+    assert "sc-a/leak.csv" not in tables
+    for path in ("sc-a/links.csv", "sc-b/jobs.csv"):
+        with (compared / path).open(newline="", encoding="utf-8") as fh:
+            lines = list(csv.reader(fh))
+        for name in (path, path.removesuffix(".csv")):
+            r = httpx.get(served.url + "api/run/table/" + name, params={"limit": 5000},
+                          timeout=30)
+            assert r.status_code == 200, r.text
+            t = r.json()
+            assert t["name"] == path and t["columns"] == lines[0]
+            assert t["rows"] == lines[1:] and t["total"] == len(lines) - 1
+    for bad in ("/api/run/table/sc-a/leak.csv", "/api/run/table/sc-a/leak",
+                "/api/run/table/sc-a/../sc-b/links.csv", "/api/run/table/../outside.csv",
+                "/api/run/table/sc-a%2F..%2F..%2Foutside.csv",
+                "/api/run/table/" + str((compared / "sc-a" / "links.csv").resolve()),
+                "/api/run/table/sc-c/links.csv"):
+        status, body = _raw_get(served.url, bad)
+        assert status == 404, (bad, body[:200])
+        assert SECRET not in body
 
 
 def test_the_twin_name_is_data_not_markup(served):

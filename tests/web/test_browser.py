@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import ipaddress
+import itertools
 import json
 import shutil
 import subprocess
@@ -128,6 +129,21 @@ def test_topology_loads_drills_and_searches(browser: Any, start_serve: Any, hpn_
     want = n.name[(n.kind == NodeKind.TOR) & (n.segment == 0)]
     assert len(want) == 16
     assert sorted(tors) == sorted(want.tolist())
+    # 16 ToRs side by side: short labels ("r0-a"), none overlapping another on screen
+    boxes = page.evaluate("window.aifabric.cy.nodes(\"[kind = 'tor']\").map(n => [n.data('label'),"
+                          " n.renderedBoundingBox({includeNodes: false, includeEdges: false,"
+                          " includeLabels: true})]).sort((a, b) => a[1].x1 - b[1].x1)")
+    assert [lb for lb, _ in boxes] == [t.split("-", 2)[2] for t in sorted(want.tolist())]
+    assert all(a["x2"] <= b["x1"] for (_, a), (_, b) in itertools.pairwise(boxes))
+    # colour per link, with a legend: the access links are not washed out by the
+    # uplink groups' sums (60 links each)
+    scale = page.evaluate("""() => { const cy = window.aifabric.cy; const box =
+        document.getElementById('topo-scale'); const acc = cy.edges("[tier = 'access']")
+        .map(e => e.data('per_link')); return {shown: !box.hidden, max: Number(box.dataset.max),
+        text: box.textContent, drawn: Math.max(...cy.edges().map(e => e.data('per_link'))),
+        access: Math.max(...acc)}; }""")
+    assert scale["shown"] and "per link" in scale["text"]
+    assert scale["max"] == scale["drawn"] and scale["access"] > 0.5 * scale["max"], scale
     shoot(probe, shots, "topology-segment0")
 
     # search a host by name: it is highlighted (in its segment)
@@ -177,11 +193,31 @@ def test_trace_collective_highlights_its_links(browser: Any, run_server: Served,
     drawn = page.evaluate("window.aifabric.traceCy.edges().map(e => e.data('arc'))")
     twin = Twin.open(sim_run)
     want = twin.trace_arcs(collective=coll[0][1])
+    assert page.evaluate("window.aifabric.state.trace.data.truncated") is None
     assert sorted(drawn) == sorted(int(a) for a in want)
     assert len(drawn) == len(set(drawn))
     # the bottleneck is drawn red and named
     assert page.evaluate("window.aifabric.traceCy.edges('.bottleneck').length") >= 1
     assert "Bottleneck" in page.text_content("#trace-bottleneck")
+    assert page.is_visible("#trace-scale") and page.is_hidden("#trace-truncated")
+    # hop by hop: the flow through the bottleneck (shown first), then another picked;
+    # each table has the flow's path in the routing model, hop for hop, the bottleneck
+    # hop marked
+    routed = twin._state(()).routed
+    paths = page.evaluate("window.aifabric.state.trace.data.paths")
+    first = next(i for i, p in enumerate(paths) if p["bottleneck"])
+    assert page.input_value("#trace-flow") == str(first)
+    for pick in (first, 0 if first else len(paths) - 1):
+        if pick != first:
+            page.select_option("#trace-flow", str(pick))
+        arcs = routed.path_arcs(paths[pick]["flow"])
+        rows = page.locator("#trace-hops tbody tr")
+        assert rows.count() == len(arcs) == paths[pick]["hops"]
+        marked = page.evaluate("Array.from(document.querySelectorAll('#trace-hops tbody tr'))"
+                               ".map(r => r.classList.contains('bottleneck'))")
+        b = page.evaluate("window.aifabric.state.trace.data.bottleneck.arc")
+        assert marked == (arcs == b).tolist()
+        assert any(marked) == (pick == first or paths[pick]["bottleneck"])
     shoot(probe, shots, "trace")
     probe.assert_clean()
 

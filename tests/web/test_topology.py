@@ -133,6 +133,41 @@ def test_sum_of_load_over_groups_equals_sum_over_arcs(name: str) -> None:
         assert e["value"] == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("name", ["hpn-pod.yaml", "fat-tree-k64.yaml"])
+def test_edges_are_coloured_by_a_per_link_figure(name: str) -> None:
+    """A summed metric is coloured per link (the group's sum over its links), so that a
+    group of hundreds of uplinks does not outshine one access link: with one unit on
+    every arc, every edge of the overview and of a segment (access links one by one,
+    uplinks per agg group) has per_link 1; a mean or a max is its own figure."""
+    f = fabric(name)
+    ones = np.ones(2 * f.n_links)
+    for view in (overview(f, ones, agg="sum"), segment_view(f, 0, ones, agg="sum")):
+        assert view["colour_by"].startswith("per link")
+        assert {e["per_link"] for e in view["edges"]} == {1.0}
+    # the sums themselves are not
+    assert max(e["value"] for e in overview(f, ones, agg="sum")["edges"]) > 1
+    v = np.random.default_rng(3).random(2 * f.n_links)
+    for agg in ("mean", "max"):
+        for view in (overview(f, v, agg=agg), segment_view(f, 0, v, agg=agg)):
+            assert all(e["per_link"] == e["value"] for e in view["edges"])
+    assert all(e["per_link"] is None for e in overview(f, None)["edges"])
+
+
+def test_segment_labels_are_short_and_unique(hpn) -> None:
+    """16 ToR names side by side do not fit: the segment view labels each ToR and host by
+    its name less the prefix they share (the full name stays in ``name``)."""
+    for seg in (0, 14):
+        sv = segment_view(hpn, seg, None)
+        for kind in ("tor", "host"):
+            nodes = [x for x in sv["nodes"] if x["kind"] == kind]
+            labels = [x["label"] for x in nodes]
+            assert len(set(labels)) == len(labels)
+            assert all(x["name"].endswith(x["label"]) and len(x["label"]) < len(x["name"])
+                       for x in nodes)
+    tors = [x["label"] for x in segment_view(hpn, 3, None)["nodes"] if x["kind"] == "tor"]
+    assert tors == [f"r{r}-{s}" for r in range(8) for s in "ab"]
+
+
 def test_max_finds_the_one_hot_arc(hpn) -> None:
     L = hpn.links
     link = int(np.flatnonzero((L.kind == LinkKind.LEAF_SPINE) & (L.segment == 4))[5])

@@ -351,3 +351,68 @@ def test_path_names_of_some_flows_are_those_of_routes_flow_table():
                  np.random.default_rng(0).choice(len(full), 50, replace=False)]
     assert list(path_names(routed, rows)) == list(full[rows])
     assert (full[~routed.unreachable] != "").all()
+
+
+def test_a_capped_trace_keeps_the_bottleneck_the_listed_paths_and_the_heaviest(
+        tmp_path, monkeypatch):
+    """Past ``max_edges`` a trace sends the bottleneck, the arcs of the paths it lists hop
+    by hop, then the heaviest arcs (the selection's bytes), and says how many of how
+    many; below it, every arc (exactly :meth:`Twin.trace_arcs`) and ``truncated`` null.
+    (Two paths listed instead of 50, so that this small fabric has arcs left over.)"""
+    from aifabric.web import twin as twin_mod
+    from aifabric.web.twin import Twin
+
+    monkeypatch.setattr(twin_mod, "PATH_ROWS", 2)
+    tw = Twin.open(_sim(tmp_path))
+    exact = tw.trace_arcs(collective="ring")
+    full = tw.trace(collective="ring")
+    assert full["truncated"] is None
+    assert [e["arc"] for e in full["edges"]] == exact.tolist()
+    weight = {e["arc"]: e["bytes"] for e in full["edges"]}
+    b = full["bottleneck"]["arc"]
+    forced = {b} | {h["arc"] for path in full["hops"] for h in path}
+    assert len(forced) < len(exact)
+    for cap in (len(forced) + (len(exact) - len(forced)) // 2, 1):
+        t = tw.trace(collective="ring", max_edges=cap)
+        sent = [e["arc"] for e in t["edges"]]
+        assert t["truncated"] == {"edges_total": len(exact), "edges_sent": cap} == \
+            {"edges_total": len(exact), "edges_sent": len(sent)}
+        assert sent == sorted(set(sent)) and set(sent) <= set(exact.tolist())
+        assert b in sent and [e["arc"] for e in t["edges"] if e["bottleneck"]] == [b]
+        if cap > 1:
+            assert forced <= set(sent)
+            heavy = [weight[a] for a in sent if a not in forced]
+            left = [weight[a] for a in exact.tolist() if a not in set(sent)]
+            assert heavy and left and min(heavy) >= max(left)
+        ends = {e["source"] for e in t["edges"]} | {e["target"] for e in t["edges"]}
+        assert {n["id"] for n in t["nodes"]} == ends
+    with pytest.raises(SpecError):
+        tw.trace(collective="ring", max_edges=0)
+
+
+def test_trace_hops_are_the_routing_models_paths(tmp_path):
+    """``paths``/``hops``: each listed flow's arcs in hop order as the routing model has
+    them, each hop's load the whole traffic's on that arc, the bottleneck hop marked;
+    a flow through the bottleneck is always listed."""
+    from aifabric.web.twin import PATH_ROWS, Twin
+
+    tw = Twin.open(_sim(tmp_path))
+    st = tw._state(())
+    r = st.routed
+    names = tw.fabric.nodes.name
+    a_src, a_dst, _ = tw.fabric.arcs
+    for key in ({"collective": "ring"}, {"job": "train"}, {"collective": "a2a"}):
+        t = tw.trace(**key)
+        b = t["bottleneck"]["arc"]
+        assert len(t["paths"]) == len(t["hops"]) <= PATH_ROWS + 1
+        assert any(p["bottleneck"] for p in t["paths"])
+        for p, hops in zip(t["paths"], t["hops"], strict=True):
+            arcs = r.path_arcs(p["flow"])
+            assert [h["arc"] for h in hops] == arcs.tolist() and p["hops"] == len(arcs)
+            assert p["src"] == names[r.flows.src_gpu[p["flow"]]]
+            assert [h["from"] for h in hops] == names[a_src[arcs]].tolist()
+            assert [h["to"] for h in hops] == names[a_dst[arcs]].tolist()
+            assert [h["bytes"] for h in hops] == st.arc_bytes[arcs].tolist()
+            assert [h["flows"] for h in hops] == st.arc_flows[arcs].tolist()
+            assert [h["bottleneck"] for h in hops] == (arcs == b).tolist()
+            assert p["bottleneck"] == bool((arcs == b).any())

@@ -206,7 +206,17 @@ class TraceOut(_Open):
     nodes: list[GraphNode] = Field(default_factory=list)
     edges: list[GraphEdge] = Field(default_factory=list, description="exactly the arcs the "
                                    "selected flows use, by the routing model")
-    hops: list[list[dict[str, Any]]] = Field(default_factory=list)
+    truncated: dict[str, int] | None = Field(None, description="`{edges_total, "
+                                             "edges_sent}` when only part of the edges "
+                                             "were sent (max_edges); null when all were")
+    paths: list[dict[str, Any]] = Field(default_factory=list, description="the flows "
+                                        "listed hop by hop: `{flow, src, dst, bytes, hops, "
+                                        "bottleneck}` (the first 50, and one through the "
+                                        "bottleneck)")
+    hops: list[list[dict[str, Any]]] = Field(default_factory=list, description="per "
+                                             "listed flow, its hops in order: `{from, to, "
+                                             "arc, link, tier, bytes, utilization, flows, "
+                                             "flow_bytes, bottleneck}`")
     bottleneck: dict[str, Any] | None = None
 
 
@@ -657,9 +667,13 @@ def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None) -> FastAPI
               src: str | None = Query(None, max_length=MAX_NAME, description="source GPU"),
               dst: str | None = Query(None, max_length=MAX_NAME,
                                       description="destination GPU"),
+              max_edges: int = Query(20_000, ge=1, le=200_000, description="send at "
+                                     "most this many edges: past it, the bottleneck, the "
+                                     "listed paths' arcs and the heaviest (`truncated` "
+                                     "says how many of how many)"),
               fail: list[str] = fail_q) -> Response:
         return call(twin.trace, collective=collective, job=job, src=src, dst=dst,
-                    fail=_fail(fail))
+                    fail=_fail(fail), max_edges=max_edges)
 
     whatif_doc = ("Fail links or switches: the routing model re-routes every flow; the "
                   "answer says what moved, what became unreachable, and the load per tier "
@@ -696,10 +710,13 @@ def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None) -> FastAPI
             report_html = _render_report(text)
         return _json({"files": files, "report_html": report_html, "missing": missing})
 
-    @app.get("/api/run/table/{name}", response_model=TableOut, summary="A page of a table",
+    @app.get("/api/run/table/{name:path}", response_model=TableOut,
+             summary="A page of a table",
              description="Rows `offset` to `offset+limit` of a CSV or Parquet table of "
-             "the run folder (name with or without its extension), as strings (CSV) or "
-             "values (Parquet).")
+             "the run folder, named by its path in the folder (`links.csv`, "
+             "`scenario-a/links`: sub-folders too, with or without the extension; only "
+             "tables `/api/run` lists, so nothing outside the folder), as strings (CSV) "
+             "or values (Parquet).")
     def run_table(name: str, offset: int = Query(0, ge=0),
                   limit: int = Query(100, ge=1, le=MAX_ROWS)) -> Response:
         root = twin.run_dir

@@ -27,7 +27,7 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
-__all__ = ["AGGS", "LEVELS", "MAX_GROUPS", "TIERS", "node_dead", "overview", "search",
+__all__ = ["AGGS", "COLOUR_BY", "LEVELS", "MAX_GROUPS", "TIERS", "node_dead", "overview", "search",
            "segment_view"]
 
 #: tiers top to bottom (the ``tiers`` of :func:`overview`)
@@ -377,12 +377,26 @@ def overview(f: Fabric, arc_value: np.ndarray | None, *, level: str = "auto",
                 "links_down": int(edge_down[e]), "capacity_gbps": float(g.edge_cap[e])}
         if arc_value is not None:
             u, d = float(up[e]), float(down[e])
-            edge.update(up=u, down=d, value=max(u, d))
+            edge.update(up=u, down=d, value=max(u, d),
+                        per_link=_per_link(max(u, d), int(g.edge_links[e]), agg))
         else:
-            edge.update(up=None, down=None, value=None)
+            edge.update(up=None, down=None, value=None, per_link=None)
         edges.append(edge)
     return {"level": g.level, "planes_merged": g.merged, "agg": agg, "nodes": nodes,
-            "edges": edges, "tiers": list(TIERS)}
+            "edges": edges, "tiers": list(TIERS), "colour_by": COLOUR_BY[agg]}
+
+
+#: what an edge's ``per_link`` is, per aggregation (the page's legend says it)
+COLOUR_BY = {"sum": "per link: a group's sum divided by its links",
+             "mean": "per link: the mean over a group's links",
+             "max": "per link: the largest of a group's links"}
+
+
+def _per_link(value: float, links: int, agg: str) -> float:
+    """The figure of one link of an edge: a summed metric (bytes, flows, marks) over the
+    edge's links, so that a group of 480 links is not coloured 480 times as hot as one
+    access link; a mean or max is already one link's figure."""
+    return value / links if agg == "sum" and links > 0 else value
 
 
 def _own_kind(f: Fabric, g: _Groups) -> np.ndarray:
@@ -451,6 +465,8 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     gx = (np.arange(len(ug)) - (len(ug) - 1) / 2.0) * 220.0
 
     names = n.name
+    tor_label = _short_labels(names[tors].tolist())
+    host_label = _short_labels(names[hosts].tolist())
     nodes: list[dict[str, Any]] = []
     for j, gi in enumerate(ug.tolist()):  # agg groups above the segment: a handful
         nodes.append({"id": g.ids[gi], "node": None, "name": g.labels[gi], "kind": "agg",
@@ -458,7 +474,8 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                       "backup": False, "count": int(g.count[gi]), "x": float(gx[j]),
                       "y": 0.0, "alive": True})
     for j, t in enumerate(tors.tolist()):  # ToRs of one segment (16 on HPN)
-        nodes.append({"id": f"n:{t}", "node": t, "name": str(names[t]), "kind": "tor",
+        nodes.append({"id": f"n:{t}", "node": t, "name": str(names[t]),
+                      "label": tor_label[j], "kind": "tor",
                       "rail": int(n.rail[t]), "side": int(n.side[t]),
                       "plane": int(n.plane[t]), "backup": False, "x": float(tx[j]),
                       "y": 200.0, "alive": not bool(dead[t])})
@@ -467,7 +484,8 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     hd = dead[hosts]
     for j in range(len(hosts)):  # hosts of one segment (136 on HPN)
         h = int(hosts[j])
-        nodes.append({"id": f"n:{h}", "node": h, "name": str(hname[j]), "kind": "host",
+        nodes.append({"id": f"n:{h}", "node": h, "name": str(hname[j]),
+                      "label": host_label[j], "kind": "host",
                       "rail": -1, "side": -1, "plane": -1, "backup": bool(hb[j]),
                       "x": float(hx[j]), "y": float(hy[j]), "alive": not bool(hd[j])})
 
@@ -495,7 +513,7 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                       "source": f"n:{h}", "target": f"n:{t}", "tier": "access",
                       "from_port": str(fp), "to_port": str(tp), "nic": str(nn),
                       "ip": str(ipv), "capacity_gbps": float(c), "alive": bool(alive_),
-                      "up": u, "down": d, "value": val})
+                      "up": u, "down": d, "value": val, "per_link": val})
     # ---- uplinks per (ToR, agg group)
     E = len(ue)
     if E:
@@ -517,13 +535,27 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                     "links_down": int(edown[e]), "capacity_gbps": float(ecap[e])}
             if arc_value is not None:
                 u, d = float(eu[e]), float(ed[e])
-                edge.update(up=u, down=d, value=max(u, d))
+                edge.update(up=u, down=d, value=max(u, d),
+                            per_link=_per_link(max(u, d), int(cnt[e]), agg))
             else:
-                edge.update(up=None, down=None, value=None)
+                edge.update(up=None, down=None, value=None, per_link=None)
             edges.append(edge)
     return {"segment": s, "segments": segs, "pod": int(n.pod[tors[0]]) if len(tors) else -1,
             "nodes": nodes, "edges": edges, "tors": len(tors), "hosts": len(hosts),
-            "agg": agg}
+            "agg": agg, "colour_by": COLOUR_BY[agg]}
+
+
+def _short_labels(names: list[str]) -> list[str]:
+    """Names without the prefix they all share, cut after a ``-`` (``tor-s00-r0-a`` ->
+    ``r0-a``, ``host-s00-h000`` -> ``h000``): 16 ToR names side by side stay readable;
+    the full name is the node's ``name`` (details panel, hover). One name: kept whole."""
+    if len(names) < 2:
+        return [str(x) for x in names]
+    lo, hi = min(names), max(names)  # all share what the first and last in order share
+    k = next((i for i, (a, b) in enumerate(zip(lo, hi, strict=False)) if a != b),
+             min(len(lo), len(hi)))
+    cut = lo.rfind("-", 0, k) + 1
+    return [x[cut:] or x for x in names]
 
 
 # --------------------------------------------------------------------- search

@@ -57,6 +57,8 @@ CACHE = 8
 MAX_FAIL = 64
 #: rows of the moved / unreachable lists, paths shown in a trace, sharing flows
 MOVED_ROWS, PATH_ROWS, SHARING_ROWS = 200, 50, 50
+#: most edges one trace sends (a pattern of the HPN pod uses 151K arcs: 46 MB of JSON)
+MAX_TRACE_EDGES = 20_000
 TARGETS = ("allowed: a fabric spec (YAML), a scenario (YAML with a top-level spec:), or "
            "a run folder (simulate --out, route --out)")
 NO_SCENARIO = ("topology, tracing and what-if need the run's scenario: run.json or "
@@ -827,9 +829,22 @@ class Twin:
 
     def trace(self, *, collective: str | int | None = None, job: str | int | None = None,
               src: str | None = None, dst: str | None = None,
-              fail: tuple[str, ...] = ()) -> dict[str, Any]:
+              fail: tuple[str, ...] = (), max_edges: int = MAX_TRACE_EDGES
+              ) -> dict[str, Any]:
         """The paths of a collective, a job or a GPU pair, hop by hop with each hop's
-        load; the bottleneck (the most utilized arc on them) and who shares it."""
+        load; the bottleneck (the most utilized arc on them) and who shares it.
+
+        ``edges`` are the arcs the flows use (:meth:`trace_arcs`), at most ``max_edges``
+        of them: past that (a whole traffic pattern uses most of a pod's 190K arcs) the
+        bottleneck, the arcs of the paths listed in ``hops`` and then the heaviest arcs
+        (the selection's bytes) are sent, and ``truncated`` says how many of how many.
+        ``paths`` lists the first flows (and one through the bottleneck), ``hops`` their
+        paths hop by hop: each hop's link, tier, load (bytes, utilization, flows: the
+        whole traffic's on that arc) and this flow's bytes on it."""
+        if isinstance(max_edges, bool) or not isinstance(max_edges, (int, np.integer)) \
+                or not 1 <= int(max_edges) <= 10 * MAX_TRACE_EDGES:
+            raise SpecError(Problem("max_edges", f"{max_edges!r}; allowed: 1.."
+                                    f"{10 * MAX_TRACE_EDGES}"))
         self._need_routing("trace")
         st = self._state(fail)
         routed, rows, what = self._select(collective, job, src, dst, fail)
@@ -847,30 +862,63 @@ class Twin:
         mine_b = np.bincount(routed.arcs[keep], weights=w, minlength=routed.n_arcs)
         mine_f = np.bincount(routed.arcs[keep], minlength=routed.n_arcs)
         util = st.util
+        # the bottleneck: most utilized, then most bytes, then the lowest arc id
+        b = -1
+        if len(arcs):
+            b = int(arcs[np.lexsort((arcs, -st.arc_bytes[arcs], -util[arcs]))[0]])
+        # the paths shown hop by hop: the first flows, and one through the bottleneck
+        shown = rows[:PATH_ROWS]
+        if b >= 0:
+            on_b = np.unique(ent[keep][routed.arcs[keep] == b])
+            if len(on_b) and not np.isin(on_b, shown).any():
+                shown = np.r_[shown, on_b[:1]]
+        # the edges sent: all of them, or (past max_edges) the bottleneck, the arcs of
+        # the listed paths, then the heaviest
+        total = len(arcs)
+        sent = arcs
+        if total > max_edges:
+            first = np.unique(np.concatenate(
+                [routed.arcs[routed.ptr[i]:routed.ptr[i + 1]] for i in shown.tolist()]
+                + [np.array([b] if b >= 0 else [], dtype=np.int64)])).astype(np.int64)
+            first = first[np.isin(first, arcs)]
+            if b >= 0:  # the bottleneck first, whatever the cap
+                first = np.r_[b, first[first != b]]
+            rest = arcs[~np.isin(arcs, first)]
+            rest = rest[np.lexsort((rest, -mine_b[rest]))]
+            sent = np.sort(np.r_[first, rest][:max_edges])
         edges = [{"id": f"a:{a}", "arc": int(a), "link": int(a // 2),
                   "source": f"n:{int(a_src[a])}", "target": f"n:{int(a_dst[a])}",
                   "tier": str(tiers[a]), "bytes": float(mine_b[a]),
                   "total_bytes": float(st.arc_bytes[a]), "flows_here": int(mine_f[a]),
                   "flows_total": int(st.arc_flows[a]), "capacity_gbps": float(cap[a]),
                   "value": float(util[a]), "utilization": float(util[a]),
-                  "bottleneck": False} for a in arcs.tolist()]
-        nodes = _trace_nodes(f, np.unique(np.r_[a_src[arcs], a_dst[arcs]]))
-        hops = []
-        for i in rows[:PATH_ROWS].tolist():  # the first few paths
-            pa = routed.arcs[routed.ptr[i]:routed.ptr[i + 1]]
+                  "bottleneck": int(a) == b} for a in sent.tolist()]
+        nodes = _trace_nodes(f, np.unique(np.r_[a_src[sent], a_dst[sent]]))
+        hops, paths = [], []
+        fl = routed.flows
+        frac = routed.fractions
+        base = routed is st.routed
+        for i in shown.tolist():  # the first few paths (51 at most)
+            lo, hi = int(routed.ptr[i]), int(routed.ptr[i + 1])
+            pa = routed.arcs[lo:hi]
+            fb = frac[lo:hi] * float(fl.size_bytes[i])
             hops.append([{"from": str(names[a_src[a]]), "to": str(names[a_dst[a]]),
-                          "arc": int(a), "value": float(util[a])} for a in pa.tolist()])
-        bott = None
-        if len(arcs):
-            # most utilized, then most bytes, then the lowest arc id
-            order = np.lexsort((arcs, -st.arc_bytes[arcs], -util[arcs]))
-            b = int(arcs[order[0]])
-            edges[int(order[0])]["bottleneck"] = True
-            bott = self._bottleneck(st, b, rows if routed is st.routed else None)
+                          "arc": int(a), "link": int(a // 2), "tier": str(tiers[a]),
+                          "value": float(util[a]), "utilization": float(util[a]),
+                          "bytes": float(st.arc_bytes[a]), "flows": int(st.arc_flows[a]),
+                          "flow_bytes": float(x), "bottleneck": int(a) == b}
+                         for a, x in zip(pa.tolist(), fb.tolist(), strict=True)])
+            paths.append({"flow": int(i), "src": str(names[fl.src_gpu[i]]),
+                          "dst": str(names[fl.dst_gpu[i]]), "bytes": float(fl.size_bytes[i]),
+                          "hops": hi - lo, "bottleneck": bool((pa == b).any())})
+        bott = self._bottleneck(st, b, rows if base else None) if b >= 0 else None
         return {"what": what, "flows": len(rows),
                 "bytes": float(routed.flows.size_bytes[rows].sum()),
                 "utilization_measured": st.measured, "nodes": nodes, "edges": edges,
-                "hops": hops, "bottleneck": bott, "failed": list(self._norm(fail))}
+                "truncated": {"edges_total": total, "edges_sent": len(sent)}
+                if len(sent) < total else None,
+                "paths": paths, "hops": hops, "bottleneck": bott,
+                "failed": list(self._norm(fail))}
 
     def _bottleneck(self, st: _State, arc: int, rows: np.ndarray | None) -> dict[str, Any]:
         """An arc's load and the flows of the whole traffic that share it."""
@@ -1072,11 +1120,20 @@ def _trace_nodes(f: Fabric, ids: np.ndarray) -> list[dict[str, Any]]:
     start = np.r_[0, np.flatnonzero(lv[1:] != lv[:-1]) + 1] if len(lv) else np.zeros(0, int)
     rank = np.arange(len(lv)) - np.repeat(start, np.diff(np.r_[start, len(lv)]))
     x[order] = rank * 60.0
-    return [{"id": f"n:{int(i)}", "node": int(i), "name": str(n.name[i]),
+    # short labels per row (tor-s00-r0-a -> s00-r0-a when the row spans segments): a row
+    # of 16 ToR names side by side stays readable; the full name is ``name``
+    from aifabric.web.topology import _short_labels
+
+    names = n.name[ids].astype(str)
+    label = names.astype(object)
+    for lv_ in np.unique(level).tolist():  # six rows at most
+        m = np.flatnonzero(level == lv_)
+        label[m] = _short_labels(names[m].tolist())
+    return [{"id": f"n:{int(i)}", "node": int(i), "name": str(n.name[i]), "label": str(lb),
              "kind": str(_KIND[k]), "tier": int(n.tier[i]), "x": float(xx),
              "y": float(lvl * 120.0)}
-            for i, k, xx, lvl in zip(ids.tolist(), kind.tolist(), x.tolist(), level.tolist(),
-                                     strict=True)]
+            for i, lb, k, xx, lvl in zip(ids.tolist(), label.tolist(), kind.tolist(),
+                                         x.tolist(), level.tolist(), strict=True)]
 
 
 def _tiers(stats: dict[str, Any]) -> list[dict[str, Any]]:

@@ -148,12 +148,35 @@
     const c = a[1].map((ca, i) => Math.round(ca + f * (b[1][i] - ca)));
     return "rgb(" + c.join(",") + ")";
   }
-  /** A normaliser for a metric: utilization is already 0..1; others scale by the max. */
+  /** A normaliser for a metric: utilization is already 0..1; others scale by the max
+   *  (the function's .max says which value is the top colour, for the legend). */
   function scaler(metric, values) {
-    if (metric === "utilization") return (v) => v;
+    if (metric === "utilization") { const f = (v) => v; f.max = 1; return f; }
     let m = 0;
     for (const v of values) if (Number.isFinite(v) && v > m) m = v;
-    return m > 0 ? (v) => v / m : () => 0;
+    const f = m > 0 ? (v) => v / m : () => 0;
+    f.max = m;
+    return f;
+  }
+  /** The colour of an edge: its per-link figure (a group edge's sum over its links
+   *  divided by their number; a mean or max as it is), else its value. */
+  function perLink(e) {
+    return e.per_link !== undefined && e.per_link !== null ? e.per_link : e.value;
+  }
+  /** A legend (colour -> value) into ``box``: a gradient from 0 to the scale's top, and
+   *  what the colour means. */
+  function legend(box, metric, top, note) {
+    clear(box);
+    if (!metric) { box.hidden = true; return; }
+    box.hidden = false;
+    box.appendChild(el("span", "colour: " + note));
+    const bar = el("span", null, "bar");
+    const stops = [0, 0.25, 0.5, 0.75, 1].map((x) => heat(x) + " " + (100 * x) + "%");
+    bar.style.background = "linear-gradient(to right, " + stops.join(", ") + ")";
+    box.appendChild(el("span", metricText(metric, 0) || "0", "lo"));
+    box.appendChild(bar);
+    box.appendChild(el("span", metricText(metric, top), "hi"));
+    box.dataset.max = String(top);
   }
 
   // ---------------------------------------------------------------- cytoscape
@@ -254,7 +277,6 @@
   }
 
   // ---------------------------------------------------------------- views and tabs
-  const MAX_TRACE_EDGES = 20000;
   const BIG_TRACE = 1500;
   const VIEWS = ["topology", "heatmap", "trace", "whatif", "run", "lab"];
   function availableViews() {
@@ -333,14 +355,15 @@
     return 1.5;
   }
   function topoElements(data, metric) {
-    const scale = scaler(metric, data.edges.map((e) => e.value));
+    const scale = scaler(metric, data.edges.map(perLink));
+    topoElements.scale = scale;
     // a segment has ~2,000 access links: drawn straight (haystack), which is much cheaper
     const big = data.edges.length > BIG_TRACE;
     const nodes = data.nodes.map((n) => {
       // groups: their member count (the full label is in the details on click)
       const label = n.count ? "×" + fmt(n.count) + (n.down ? " (" + fmt(n.down) + " down)" : "")
-        : (n.name || n.label || n.id);
-      const d = Object.assign({}, n, { label, title: n.label || n.name || n.id,
+        : (n.label || n.name || n.id);
+      const d = Object.assign({}, n, { label, title: n.name || n.label || n.id,
         colour: KIND_COLOUR[n.kind] || "#999", size: nodeSize(n) });
       const down = n.alive === false || (n.count && n.down >= n.count);
       const part = !down && n.down > 0;
@@ -348,8 +371,7 @@
         classes: down ? "down" : part ? "partdown" : "" };
     });
     const edges = data.edges.map((e) => {
-      const v = e.value;
-      const d = Object.assign({}, e, { colour: heat(scale(v)), width: edgeWidth(e) });
+      const d = Object.assign({}, e, { colour: heat(scale(perLink(e))), width: edgeWidth(e) });
       const down = e.alive === false || (e.links && e.links_down >= e.links);
       const cls = (down ? "down" : e.links_down > 0 ? "partdown" : "") + (big && !e.links ? " fast" : "");
       return { group: "edges", data: d, classes: cls };
@@ -394,6 +416,8 @@
         + fmt(data.edges.length) + " group links; colour = " + (t.metric || "none")
       : fmt(cy.nodes("[kind = 'tor']").length) + " ToRs, " + fmt(cy.nodes("[kind = 'host']").length)
         + " hosts, " + fmt(data.edges.length) + " links; colour = " + (t.metric || "none");
+    legend($("topo-scale"), t.metric, topoElements.scale ? topoElements.scale.max : 0,
+      (t.metric || "") + " " + (data.colour_by || "per link") + (t.t >= 0 ? ", step " + t.t : ""));
     if (state.highlight) applyHighlight(state.highlight);
   }
   async function drill(segment) {
@@ -461,6 +485,9 @@
       }
     });
     cy.on("tap", "edge", (ev) => showEdgeDetail(ev.target.data(), cy));
+    // the full name on hover (segment labels are short: "r0-a" for tor-s00-r0-a)
+    cy.on("mouseover", "node", (ev) => { cy.container().title = ev.target.data("title") || ""; });
+    cy.on("mouseout", "node", () => { cy.container().title = ""; });
   }
 
   // ---------------------------------------------------------------- search
@@ -579,18 +606,19 @@
   function drawLinkGrid(topo, metric) {
     const cv = $("heat-links"); cv.hidden = false; const ctx = cv.getContext("2d");
     const edges = topo.edges.slice().sort((a, b) => (a.tier < b.tier ? -1 : a.tier > b.tier ? 1 : b.value - a.value));
-    const scale = scaler(metric, edges.map((e) => e.value));
+    const scale = scaler(metric, edges.map(perLink));
     const cols = Math.max(1, Math.ceil(Math.sqrt(edges.length * 4)));
     const cell = Math.max(4, Math.floor(cv.width / cols));
     cv.height = Math.max(20, Math.ceil(edges.length / cols) * cell);
     ctx.clearRect(0, 0, cv.width, cv.height);
     edges.forEach((e, i) => {
       const down = e.links && e.links_down >= e.links;
-      ctx.fillStyle = down ? "#000" : heat(scale(e.value));
+      ctx.fillStyle = down ? "#000" : heat(scale(perLink(e)));
       ctx.fillRect((i % cols) * cell, Math.floor(i / cols) * cell, cell - 1, cell - 1);
     });
     const down = edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
-    $("heat-links-label").textContent = fmt(edges.length) + " link groups; " + fmt(down)
+    $("heat-links-label").textContent = fmt(edges.length) + " link groups, coloured per link "
+      + "(0 to " + metricText(metric, scale.max) + "); " + fmt(down)
       + " links down (black = every link of the group down)";
     cv.onclick = (ev) => {
       const r = cv.getBoundingClientRect();
@@ -655,19 +683,10 @@
     state.trace.data = data;
     state.stale.trace = false;
     const cy = api.traceCy;
-    // a trace of a whole traffic pattern can use most of the fabric's arcs: beyond
-    // MAX_TRACE_EDGES only the arcs of the paths the server lists hop by hop are drawn
-    let shown = data;
-    state.trace.partial = data.edges.length > MAX_TRACE_EDGES;
-    if (state.trace.partial) {
-      const keep = new Set();
-      for (const path of data.hops || []) for (const h of path) keep.add(h.arc);
-      if (data.bottleneck) keep.add(data.bottleneck.arc);
-      const edgesKept = data.edges.filter((e) => keep.has(e.arc));
-      const ends = new Set();
-      for (const e of edgesKept) { ends.add(e.source); ends.add(e.target); }
-      shown = Object.assign({}, data, { edges: edgesKept, nodes: data.nodes.filter((n) => ends.has(n.id)) });
-    }
+    // a whole traffic pattern uses most of a pod's arcs: the server sends at most 20,000
+    // (the bottleneck, the listed paths' arcs, then the heaviest) and says so
+    const shown = data;
+    state.trace.partial = !!data.truncated;
     const values = shown.edges.map((e) => (e.utilization !== undefined && e.utilization !== null ? e.utilization : e.value));
     const useUtil = shown.edges.some((e) => e.utilization !== undefined && e.utilization !== null);
     const scale = useUtil ? (v) => v : scaler("bytes", values);
@@ -676,7 +695,7 @@
     const big = shown.edges.length > BIG_TRACE;
     const quiet = { gpu: 1, nic: 1, host: 1 };
     const nodes = shown.nodes.map((n) => ({ group: "nodes", position: { x: n.x, y: n.y },
-      data: Object.assign({}, n, { label: big && quiet[n.kind] ? "" : n.name,
+      data: Object.assign({}, n, { label: big && quiet[n.kind] ? "" : (n.label || n.name),
         colour: KIND_COLOUR[n.kind] || "#999", size: big && quiet[n.kind] ? 8 : 22 }) }));
     const bn = data.bottleneck;
     const edges = shown.edges.map((e, i) => ({ group: "edges",
@@ -689,10 +708,17 @@
     cy.batch(() => spreadRows(cy));
     fitView(cy);
     readableLabels(cy);
+    const tr = data.truncated;
     $("trace-summary").textContent = (data.what || "") + " — " + fmt(data.flows) + " flows, "
-      + bytes(data.bytes) + ", " + fmt(data.edges.length) + " links (arcs) used"
-      + (state.trace.partial ? "; drawn: the " + fmt(shown.edges.length) + " arcs of the first "
-        + fmt((data.hops || []).length) + " paths" : "");
+      + bytes(data.bytes) + ", " + fmt(tr ? tr.edges_total : data.edges.length) + " links (arcs) used";
+    const note = $("trace-truncated");
+    note.hidden = !tr;
+    note.textContent = tr ? "Truncated: " + fmt(tr.edges_sent) + " of " + fmt(tr.edges_total)
+      + " arcs drawn (the bottleneck, the listed flows' paths, then the heaviest)." : "";
+    legend($("trace-scale"), useUtil ? "utilization" : "bytes", useUtil ? 1 : scale.max,
+      useUtil ? "utilization of each link (the whole traffic's load)"
+        : "bytes of the traced flows on each link");
+    showPaths(data);
     const b = $("trace-bottleneck"); clear(b);
     if (bn) {
       b.appendChild(el("h3", "Bottleneck", "bad"));
@@ -707,7 +733,45 @@
       clear($("trace-sharing"));
     }
   }
+  /** The listed flows (first 50, and one through the bottleneck) in a picker; the
+   *  picked flow's hops in a table. */
+  function showPaths(data) {
+    const s = $("trace-flow"); clear(s);
+    const paths = data.paths || [];
+    $("trace-paths").hidden = paths.length === 0;
+    paths.forEach((p, i) => {
+      const o = el("option", "flow " + p.flow + ": " + p.src + " → " + p.dst + " · " + fmt(p.hops)
+        + " hops" + (p.bottleneck ? " · through the bottleneck" : ""));
+      o.value = String(i); s.appendChild(o);
+    });
+    let pick = paths.findIndex((p) => p.bottleneck);
+    if (pick < 0) pick = 0;
+    if (paths.length) { s.value = String(pick); showHops(data, pick); } else clear($("trace-hops"));
+  }
+  function showHops(data, i) {
+    const hops = (data.hops || [])[i] || [];
+    const rows = hops.map((h, k) => Object.assign({ hop: k + 1 }, h,
+      { mark: h.bottleneck ? "bottleneck" : "" }));
+    fillTable($("trace-hops"), ["hop", "from", "to", "tier", "utilization", "bytes", "flows",
+      "flow_bytes", "mark"], rows, { headers: { bytes: "bytes on link", flows: "flows on link",
+      flow_bytes: "this flow's bytes", mark: "" },
+    format: { utilization: (v) => metricText("utilization", v), bytes: (v) => bytes(v),
+      flow_bytes: (v) => bytes(v) } });
+    $("trace-hops").querySelectorAll("tbody tr").forEach((tr, k) => {
+      if (hops[k].bottleneck) tr.classList.add("bottleneck");
+    });
+    const cy = api.traceCy;
+    // only the previous flow's edges change class: a restyle of a 10,000-edge trace
+    // would take a second
+    cy.batch(() => {
+      cy.$("edge.highlight").removeClass("highlight");
+      for (const h of hops) cy.getElementById("a:" + h.arc).addClass("highlight");
+    });
+  }
   function bindTraceEvents() {
+    $("trace-flow").addEventListener("change", (ev) => {
+      if (state.trace.data) showHops(state.trace.data, Number(ev.target.value));
+    });
     $("trace-select").addEventListener("change", (ev) => {
       const v = ev.target.value;
       if (!v) return;
@@ -717,6 +781,8 @@
       const s = $("trace-src").value.trim(); const d = $("trace-dst").value.trim();
       if (s && d) guarded(() => doTrace(["pair", [s, d]]));
     });
+    api.traceCy.on("mouseover", "node", (ev) => { api.traceCy.container().title = ev.target.data("name") || ""; });
+    api.traceCy.on("mouseout", "node", () => { api.traceCy.container().title = ""; });
     api.traceCy.on("tap", "edge", (ev) => {
       const d = ev.target.data();
       $("trace-summary").textContent = d.tier + " " + (api.traceCy.getElementById(d.source).data("name"))
@@ -835,7 +901,11 @@
     const nav = $("run-files"); clear(nav);
     const plots = $("run-plots"); clear(plots);
     const inReport = new Set(Array.from(rep.querySelectorAll("img")).map((i) => i.getAttribute("src")));
+    let folder = "";
     for (const f of run.files || []) {
+      // files come top level first, then one sub-folder after another (compare, demo)
+      const dir = f.path.includes("/") ? f.path.slice(0, f.path.lastIndexOf("/")) : "";
+      if (dir !== folder) { folder = dir; nav.appendChild(el("div", dir + "/", "folder")); }
       if (f.kind === "table") {
         const b = el("button", f.path + " (" + bytes(f.size) + ")"); b.type = "button";
         b.addEventListener("click", () => guarded(() => showTable(tableName(f.path), 0)));
@@ -856,7 +926,8 @@
   function tableName(path) { return path; }
   async function showTable(name, offset) {
     const rt = state.runTable;
-    const data = await call("run/table/" + encodeURIComponent(name), { offset, limit: rt.limit });
+    const data = await call("run/table/" + name.split("/").map(encodeURIComponent).join("/"),
+      { offset, limit: rt.limit });
     rt.name = name; rt.offset = offset; rt.total = data.total;
     $("run-table-title").textContent = "table " + name + " (" + fmt(data.total) + " rows)";
     fillTable($("run-table"), data.columns, data.rows);
