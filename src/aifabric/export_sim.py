@@ -2,7 +2,10 @@
 
 * **ASTRA-sim** (analytical/ns-3 network backends) describes a network as a product of
   dimensions, each a ``Ring``, ``FullyConnected`` or ``Switch`` of ``npus_count`` NPUs
-  with a per-NPU bandwidth (GB/s) and a latency (ns). :func:`astra_sim_files` maps an
+  with a per-link bandwidth in "GB/s" and a per-link latency (ns). ASTRA-sim's analytical
+  backend reads that GB as 2^30 bytes and charges a ``Switch`` dimension two links (NPU to
+  switch, switch to NPU) per message, so the exporter writes Gb/s x 1e9 / 8 / 2^30 and
+  half the end-to-end latency. :func:`astra_sim_files` maps an
   aifabric fabric onto the closest stack of ``Switch`` dimensions — the scale-up domain
   (the host's NVSwitch), the hosts of one segment (the rail/ToR tier), the segments of a
   pod, the pods — with each dimension's bandwidth the per-GPU bandwidth the fabric
@@ -32,7 +35,7 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
-__all__ = ["SimExport", "astra_sim_files", "simai_files"]
+__all__ = ["SimExport", "astra_gbps", "astra_sim_files", "simai_files"]
 
 
 @dataclass
@@ -60,11 +63,15 @@ GPU r of the dimension order below), as `placement: pack` does on an empty fabri
 
 {table}
 
-Bandwidth is per NPU (GB/s = Gb/s / 8): the scale-up link of one GPU; the scale-out
-bandwidth of one GPU (all its NIC ports); the same divided by the ToR tier's
-oversubscription across segments; the bisection bandwidth per GPU across pods. Latency is
-the base one-way latency (links + switch forwarding) `aifabric plan` reports for a pair of
-GPUs that differ first at that dimension.
+Bandwidth is per NPU: the scale-up link of one GPU; the scale-out bandwidth of one GPU
+(all its NIC ports); the same divided by the ToR tier's oversubscription across segments;
+the bisection bandwidth per GPU across pods. ASTRA-sim's analytical backend reads its
+`bandwidth` as GB/s with 1 GB = 2^30 bytes, so network.yml holds Gb/s x 1e9 / 8 / 2^30
+(400 Gb/s -> 46.566); the table above shows the decimal GB/s (Gb/s / 8). Latency: a
+`Switch` dimension charges its `latency` on each of the two links a message crosses (NPU
+to switch, switch to NPU), so network.yml holds half the base one-way latency (links +
+switch forwarding) `aifabric plan` reports for a pair of GPUs that differ first at that
+dimension; the table shows the whole one-way latency.
 
 ## What is lost
 
@@ -108,12 +115,15 @@ Run with SimAI's ns-3 backend, e.g.:
 """
 
 
-def _gbps(x: float) -> str:
-    return f"{x:g}Gbps"
+def _fixed(x: np.ndarray, digits: int) -> np.ndarray:
+    """Plain decimals, trailing zeros dropped, never an exponent ("2.5e-05" is how %g
+    writes 25 ns in ms; SimAI's own generator writes "0.000025ms")."""
+    s = np.char.rstrip(np.char.mod(f"%.{digits}f", np.asarray(x, dtype=np.float64)), "0")
+    return np.char.rstrip(s, ".")
 
 
 def _ms(ns: np.ndarray) -> np.ndarray:
-    return np.char.add(np.char.mod("%.9g", ns / 1e6), "ms")
+    return np.char.add(_fixed(np.asarray(ns) / 1e6, 9), "ms")
 
 
 def _active_gpus(f: Fabric) -> np.ndarray:
@@ -181,8 +191,10 @@ def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
            f"{_yaml_str(f.name)} ({G} GPUs)\n"
            f"topology: [ {', '.join('Switch' for _ in dims)} ]\n"
            f"npus_count: [ {', '.join(str(d[1]) for d in dims)} ]\n"
-           f"bandwidth: [ {', '.join(f'{d[2] / 8:.3f}' for d in dims)} ]  # GB/s per NPU\n"
-           f"latency: [ {', '.join(f'{d[3]:.1f}' for d in dims)} ]  # ns\n")
+           f"bandwidth: [ {', '.join(f'{astra_gbps(d[2]):.3f}' for d in dims)} ]"
+           "  # GB/s per link, 1 GB = 2^30 B (as ASTRA-sim reads it)\n"
+           f"latency: [ {', '.join(f'{d[3] / 2:.1f}' for d in dims)} ]"
+           "  # ns per link (a Switch dimension: 2 links per message)\n")
     n = len(dims)
     system = {
         "scheduling-policy": "LIFO",
@@ -198,7 +210,7 @@ def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
         "boost-mode": 0,
     }
     memory = {"memory-type": "NO_MEMORY_EXPANSION"}
-    rows = ["| dim | what | NPUs | bandwidth GB/s | latency ns | from |",
+    rows = ["| dim | what | NPUs | bandwidth GB/s (10^9 B) | one-way latency ns | from |",
             "|---|---|---|---|---|---|"]
     rows += [f"| {i} | {d[0]} | {d[1]} | {d[2] / 8:.3f} | {d[3]:.1f} | {d[4]} |"
              for i, d in enumerate(dims)]
@@ -209,6 +221,11 @@ def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
              "NOTES.md": notes}
     return SimExport(files, f"{G:,} NPUs in {n} dimension(s) "
                      f"{' x '.join(str(d[1]) for d in dims)}")
+
+
+def astra_gbps(gbps: float) -> float:
+    """Gb/s as ASTRA-sim's analytical ``bandwidth`` (its "GB/s" is 2^30 bytes per second)."""
+    return gbps * 1e9 / 8 / 2**30
 
 
 def _yaml_str(s: str) -> str:
@@ -296,7 +313,7 @@ def simai_files(f: Fabric, *, gpu_type: str = "H100") -> SimExport:
     L = len(src)
     nvs = H
     lines = np.char.add(np.char.add(np.char.add(src.astype(str), " "), dst.astype(str)), " ")
-    lines = np.char.add(np.char.add(lines, np.char.add(np.char.mod("%g", bw), "Gbps ")),
+    lines = np.char.add(np.char.add(lines, np.char.add(_fixed(bw, 6), "Gbps ")),
                         np.char.add(_ms(la), " 0"))
     total = G + nvs + S
     ids = np.arange(G, total)

@@ -426,3 +426,92 @@ def test_worker_processes_read_the_same_trace(tmp_path):
     with pytest.raises(SpecError) as ei:
         read_trace(pfx, workers=2)
     assert len(ei.value.problems) == 1 and "c.3.et" in str(ei.value.problems[0])
+
+
+# ------------------------------------------------------------------ hostile bytes
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+_HOSTILE_READ = """
+import sys
+from pathlib import Path
+from aifabric.errors import SpecError
+from aifabric.workload.chakra import read_rank
+data = Path(sys.argv[1]).read_bytes()
+for fast in (True, False):
+    try:
+        read_rank(Path(sys.argv[1]), data, fast=fast)
+        print("decoded")
+    except SpecError as e:
+        print("refused", str(e).splitlines()[0][:60])
+"""
+
+
+@pytest.mark.parametrize("length", [2**64 - 5, 2**63, 2**64 - 1, 2**66])
+def test_a_64_bit_record_length_is_refused_not_followed(tmp_path, length):
+    """A length prefix of 2^63 or more wrapped to a negative int64 in the compiled
+    decoder: the position moved backwards (out-of-bounds reads, a segfault or an
+    endless loop). Both readers must refuse it in one line, in a child process so a
+    crash shows as a crash."""
+    pfx = _write(tmp_path, "h", {0: [comp(1, 1), comp(2, 3, deps=[1])]})
+    p = Path(f"{pfx}.0.et")
+    data = p.read_bytes()
+    meta = data[0] + 1  # the metadata record: its 1-byte length, then the message
+    attr = b"\x52" + _varint(length) + b"\x0a\x01x"  # Node.attr (field 10) of 2^6x bytes
+    for bad in (data[:meta] + _varint(length) + data[meta:],  # a record's length
+                data + _varint(len(attr)) + attr):  # a node's attribute's length
+        p.write_bytes(bad)
+        r = subprocess.run([sys.executable, "-c", _HOSTILE_READ, str(p)], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, (r.returncode, r.stderr[-400:])
+        out = r.stdout.splitlines()
+        assert len(out) == 2 and all(ln.startswith("refused") for ln in out), r.stdout
+
+
+def test_attributes_of_the_wrong_kind_are_refused_or_kept_apart(tmp_path):
+    """A send whose comm_dst has no value, a comm_size given as a string, a node type
+    or comm_type past the enum: one line, or listed as unknown -- never a traceback, and
+    a type of 260 is not read as 4 (COMP_NODE) nor a comm_type of 256 as ALL_REDUCE."""
+    empty = pb.Node(id=1, type=pb.COMM_SEND_NODE, attr=[_attr("comm_dst"),
+                                                         _attr("comm_size", int64_val=8)])
+    pfx = _write(tmp_path / "a", "a", {0: [empty]})
+    g = read_rank(Path(f"{pfx}.0.et"))
+    assert int(g.dst[0]) == -1  # no value: no peer (listed as such), not a crash
+    strsize = pb.Node(id=1, type=pb.COMM_COLL_NODE,
+                      attr=[_attr("comm_type", int64_val=0), _attr("comm_size",
+                                                                   string_val="1MB")])
+    pfx = _write(tmp_path / "b", "b", {0: [strsize]})
+    for fast in (True, False):
+        with pytest.raises(SpecError, match="comm_size"):
+            read_rank(Path(f"{pfx}.0.et"), fast=fast)
+    odd = [pb.Node(id=1, type=260, duration_micros=5),
+           pb.Node(id=2, type=pb.COMM_COLL_NODE, attr=[_attr("comm_type", int64_val=256),
+                                                       _attr("comm_size", int64_val=64)])]
+    pfx = _write(tmp_path / "c", "c", {0: odd})
+    for fast in (True, False):
+        g = read_rank(Path(f"{pfx}.0.et"), fast=fast)
+        assert int(g.ntype[0]) != pb.COMP_NODE and int(g.comm_type[1]) != pb.ALL_REDUCE
+    tr = read_trace(pfx)
+    assert tr.unsupported == {"COMM_COLL_NODE unknown comm_type": 1,
+                              "unknown node type": 1}
+
+
+def test_a_send_counts_both_ends_and_its_busbw_is_its_algbw(tmp_path):
+    """A trace's point-to-point send shows its sender and its receiver under GPUs (not
+    1), and busbw = algbw as nccl-tests' sendrecv reports it."""
+    pfx = _pp_dp_trace(tmp_path)
+    scn = _scn(RAIL, {"workload": {"chakra": str(pfx), "placement": "explicit",
+                                   "gpus": [0, 8, 16, 24]}})
+    res = simulate(scn, _fabric("rail-4x8"))
+    sends = [c for c in res.summary["collectives"] if c["op"] == "p2p"]
+    assert len(sends) == 2
+    for c in sends:
+        assert c["gpus"] == 2
+        assert c["busbw_GBps"] == pytest.approx(c["algbw_GBps"])
+        assert c["algbw_GBps"] == pytest.approx(c["size_bytes"] / c["time_ns"])

@@ -77,10 +77,23 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[np.uint64, int]:
             return np.uint64(0), -1
         c = buf[pos]
         pos += 1
+        if shift == 63 and c > 1:  # more than 64 bits
+            return np.uint64(0), -1
         result |= np.uint64(c & 0x7F) << np.uint64(shift)
         if c < 0x80:
             return result, pos
         shift += 7
+
+
+@njit(cache=True, nogil=True)
+def _span(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:
+    """A length prefix at ``pos``: (first byte, end) of what it announces; end -1 when
+    malformed or past ``end``. The length is compared unsigned: a 64-bit length must
+    not wrap to a negative int64 and move the position backwards."""
+    ln, p = _varint(buf, pos, end)
+    if p < 0 or ln > np.uint64(end - p):
+        return p, -1
+    return p, p + np.int64(ln)
 
 
 @njit(cache=True, nogil=True)
@@ -93,10 +106,8 @@ def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:
     if wire == 5:
         return pos + 4 if pos + 4 <= end else -1
     if wire == 2:
-        ln, pos = _varint(buf, pos, end)
-        if pos < 0 or pos + np.int64(ln) > end:
-            return -1
-        return pos + np.int64(ln)
+        _, stop = _span(buf, pos, end)
+        return stop
     return -1  # groups (3, 4) and unknown wire types: not in Chakra's schema
 
 
@@ -127,11 +138,11 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
         field = np.int64(key >> np.uint64(3))
         wire = np.int64(key & np.uint64(7))
         if field == name_field and wire == 2:
-            ln, pos = _varint(buf, pos, end)
-            if pos < 0 or pos + np.int64(ln) > end:
+            pos, stop = _span(buf, pos, end)
+            if stop < 0:
                 return -1
-            a_start, a_len = pos, np.int64(ln)
-            pos += np.int64(ln)
+            a_start, a_len = pos, stop - pos
+            pos = stop
             continue
         kind = kinds[field] if field < 64 else 0
         if kind in (K_VARINT, K_ZIGZAG):
@@ -159,11 +170,11 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
         if kind == K_STR:
             if wire != 2:
                 return -1
-            ln, pos = _varint(buf, pos, end)
-            if pos < 0 or pos + np.int64(ln) > end:
+            pos, stop = _span(buf, pos, end)
+            if stop < 0:
                 return -1
-            v_kind, v_pos, v_len = kind, pos, np.int64(ln)
-            pos += np.int64(ln)
+            v_kind, v_pos, v_len = kind, pos, stop - pos
+            pos = stop
             continue
         pos = _skip(buf, pos, end, wire)
         if pos < 0:
@@ -185,6 +196,8 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
             break
     if col < 0:
         return 0
+    if (v_kind == K_STR) != (col == len(lens) - 1):  # pg_name (last) a string, the rest
+        return -1  # numbers; anything else: the protobuf reader decides
     if v_kind == K_STR:  # FNV-1a of the bytes; the position of the first for the name
         if v_len >= 65536:
             return -1
@@ -238,16 +251,16 @@ def _decode(buf: np.ndarray, nodef: np.ndarray, name_field: int, kinds: np.ndarr
     n_rec = 0
     pos = 0
     while pos < n_bytes:
-        ln, p = _varint(buf, pos, n_bytes)
-        if p < 0 or p + np.int64(ln) > n_bytes:
+        p, stop = _span(buf, pos, n_bytes)
+        if stop < 0:
             return (n_rec, -1, np.zeros(0, np.uint64), np.zeros(0, np.int64),
                     np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint64),
                     np.zeros((0, 0), np.int64), np.zeros((0, 0), np.float64),
                     np.zeros((0, 0), np.bool_))
         starts[n_rec] = p
-        ends[n_rec] = p + np.int64(ln)
+        ends[n_rec] = stop
         n_rec += 1
-        pos = p + np.int64(ln)
+        pos = stop
     n = max(n_rec - 1, 0)
     f_id, f_type, f_ctrl, f_data, f_dur, f_attr = (nodef[0], nodef[1], nodef[2], nodef[3],
                                                     nodef[4], nodef[5])
@@ -286,11 +299,10 @@ def _decode(buf: np.ndarray, nodef: np.ndarray, name_field: int, kinds: np.ndarr
                 v, pos = _varint(buf, pos, end)
                 dur[i] = v
             elif (field in (f_ctrl, f_data)) and wire == 2:  # packed
-                ln, pos = _varint(buf, pos, end)
-                if pos < 0 or pos + np.int64(ln) > end:
+                pos, stop = _span(buf, pos, end)
+                if stop < 0:
                     ok = False
                 else:
-                    stop = pos + np.int64(ln)
                     while pos < stop and pos >= 0:
                         v, pos = _varint(buf, pos, stop)
                         if pos >= 0:
@@ -304,14 +316,14 @@ def _decode(buf: np.ndarray, nodef: np.ndarray, name_field: int, kinds: np.ndarr
                     nd += 1
                     dcnt[i] += 1
             elif field == f_attr and wire == 2:
-                ln, pos = _varint(buf, pos, end)
-                if pos < 0 or pos + np.int64(ln) > end:
+                pos, stop = _span(buf, pos, end)
+                if stop < 0:
                     ok = False
                 else:
-                    if _attr(buf, pos, pos + np.int64(ln), name_field, kinds, tab, lens,
+                    if _attr(buf, pos, stop, name_field, kinds, tab, lens,
                              ival, fval, has, i) < 0:
                         ok = False
-                    pos += np.int64(ln)
+                    pos = stop
             else:
                 pos = _skip(buf, pos, end, wire)
             if not ok or pos < 0:

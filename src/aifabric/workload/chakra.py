@@ -41,7 +41,7 @@ import heapq
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +127,37 @@ def _pb():
 def _attr_value(a: Any) -> Any:
     which = a.WhichOneof("value")
     return None if which is None else getattr(a, which)
+
+
+_I64 = (1 << 63) - 1
+
+
+def _attr_num(a: Any, where: str, i: int, default: int = 0) -> int | float:
+    """A numeric attribute's value (``default`` when it has none; integers clamped to
+    int64); SpecError when it holds a string, a list or a non-finite number."""
+    import math
+
+    v = _attr_value(a)
+    if v is None:
+        return default
+    if isinstance(v, bool | int):
+        return max(-_I64 - 1, min(_I64, int(v)))
+    if isinstance(v, float) and math.isfinite(v):
+        return max(-_I64 - 1, min(_I64, v)) if a.name != "num_ops" else v
+    raise SpecError(Problem("workload.chakra", f"{where}: node record {i + 1}: attribute "
+                            f"{_label(a.name)!r} is not a number; allowed: a Chakra ET file "
+                            "(numeric comm_size, comm_type, comm_src, comm_dst, comm_tag, "
+                            "num_ops)"))
+
+
+def _small(v: np.ndarray, top: int, none: bool = True) -> np.ndarray:
+    """Enum values as int8: those outside 0..top become 127 (unknown), never wrapped
+    onto a known value (260 must not read as 4); -1 (none given) stays when ``none``."""
+    v = np.asarray(v, dtype=np.int64)
+    bad = (v < 0) | (v > top)
+    if none:
+        bad &= v != -1
+    return np.where(bad, 127, v).astype(np.int8)
 
 
 def _records(data: bytes, where: str) -> list[tuple[int, int]]:
@@ -239,10 +270,10 @@ def _read_fast(where: str, data: bytes) -> RankGraph | None:
         dup = int(sid[1:][sid[1:] == sid[:-1]][0])
         raise SpecError(Problem("workload.chakra", f"{where}: node id {dup} appears twice; "
                                 "allowed: unique node ids per rank"))
-    return _link(where, ids, order_, sid, ntype.astype(np.int8),
+    return _link(where, ids, order_, sid, _small(ntype, COLL, none=False),
                  dur.astype(np.float64), np.where(has[:, col["num_ops"]],
                                                   fval[:, col["num_ops"]], 0.0),
-                 iv("comm_type", -1).astype(np.int8), csize.astype(np.int64), pg,
+                 _small(iv("comm_type", -1), len(COMM_TYPES) - 1), csize.astype(np.int64), pg,
                  iv("comm_src", -1), iv("comm_dst", -1), iv("comm_tag", 0), ptr, deps,
                  names)
 
@@ -285,27 +316,28 @@ def _read_protobuf(where: str, data: bytes) -> RankGraph:
                 from None
         ids[i] = node.id
         t = node.type
-        ntype[i] = t
+        ntype[i] = t if 0 <= t <= COLL else 127
         dur[i] = node.duration_micros
         deps.append([*node.data_deps, *node.ctrl_deps])
         for at in node.attr:
             name = at.name
             if name == "comm_size" or name == "tensor_size":
                 if name == "comm_size" or not csize[i]:
-                    csize[i] = int(_attr_value(at) or 0)
+                    csize[i] = int(_attr_num(at, where, i))
             elif name == "comm_type":
-                ctype[i] = int(_attr_value(at) or 0)
+                ct = int(_attr_num(at, where, i))
+                ctype[i] = ct if -1 <= ct < len(COMM_TYPES) else 127  # as _small
             elif name == "pg_name":
                 s = str(_attr_value(at))
                 pg[i] = pg_index.setdefault(s, len(pg_index))
             elif name == "comm_src":
-                src[i] = int(_attr_value(at))
+                src[i] = int(_attr_num(at, where, i, -1))
             elif name == "comm_dst":
-                dst[i] = int(_attr_value(at))
+                dst[i] = int(_attr_num(at, where, i, -1))
             elif name == "comm_tag":
-                tag[i] = int(_attr_value(at))
+                tag[i] = int(_attr_num(at, where, i))
             elif name == "num_ops":
-                ops[i] = float(_attr_value(at) or 0)
+                ops[i] = float(_attr_num(at, where, i))
     return _finish(where, ids, ntype, dur, ops, ctype, csize, pg, src, dst, tag, deps,
                    list(pg_index))
 
@@ -564,7 +596,8 @@ def _unsupported(g: RankGraph) -> dict[str, int]:
     coll = t == COLL
     for ct in np.unique(g.comm_type[coll]):
         if int(ct) not in COLL_OPS:
-            name = COMM_TYPES[ct] if 0 <= ct < len(COMM_TYPES) else f"comm_type {int(ct)}"
+            name = (COMM_TYPES[ct] if 0 <= ct < len(COMM_TYPES) else
+                    "without comm_type" if ct == -1 else "unknown comm_type")
             out[f"COMM_COLL_NODE {name}"] = int((g.comm_type[coll] == ct).sum())
     p2p = (t == SEND) | (t == RECV)
     nopeer = p2p & (((t == SEND) & (g.dst < 0)) | ((t == RECV) & (g.src < 0)))
@@ -834,6 +867,10 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
                 st = add_collective(b, "p2p", gpus[srcs], size,
                                     peers=np.full(len(srcs), gpus[d]), deps=deps,
                                     name=f"{name} send {int(srcs[0])}->{d} tag {int(g.tag[i])}")
+                # a send involves its receiver too: the results' "GPUs" counts both ends
+                # (busbw stays algbw, as nccl-tests' sendrecv)
+                ends = len(np.unique(np.append(gpus[srcs], gpus[d])))
+                b.collectives[-1] = replace(b.collectives[-1], n_gpus=ends)
                 n_coll += 1
         stage_of[u] = st
     node_stage = [stage_of[rep[off[c]:off[c + 1]]] for c in range(C)]
