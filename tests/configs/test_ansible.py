@@ -236,3 +236,85 @@ def test_write_facts_skips_a_broken_collector_output_and_writes_the_rest(tmp_pat
     assert "bad: the collector's output is not a facts document" in r.stdout
     assert json.loads((tmp_path / "good.json").read_text())["plan"] == plan
     assert not (tmp_path / "bad.json").exists()
+
+
+def _install(files: list[dict], check: bool = False) -> subprocess.CompletedProcess[str]:
+    script = Path(__file__).resolve().parents[2] / "src/aifabric/configs" / ANSIBLE / \
+        "files/install.py"
+    return subprocess.run([sys.executable, "-c", script.read_text()],
+                          input=json.dumps({"check": check, "files": files}),
+                          capture_output=True, text=True, check=False)
+
+
+def test_install_writes_only_what_differs_keeps_a_backup_and_checks_without_writing(
+        tmp_path):
+    """deploy-switches.yml's installer (one exec per switch for both files): a new file
+    and a changed file are installed byte for byte with their mode, the old content is
+    kept as a backup; an identical file is left alone; check mode reports the same keys
+    and writes nothing; a second run installs nothing."""
+    db, frr = tmp_path / "etc/sonic/config_db.json", tmp_path / "frr/frr.conf"
+    frr.parent.mkdir()
+    frr.write_text("old\n")
+    os.chmod(frr, 0o640)
+    files = [{"key": "config_db", "dest": str(db), "mode": "0644", "content": '{"a": 1}\n\n'},
+             {"key": "frr", "dest": str(frr), "mode": "0640", "content": "new\n"}]
+    r = _install(files, check=True)
+    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": ["config_db", "frr"]}
+    assert not db.exists() and frr.read_text() == "old\n"
+    assert sorted(p.name for p in frr.parent.iterdir()) == ["frr.conf"]
+    r = _install(files)
+    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": ["config_db", "frr"]}
+    assert db.read_text() == '{"a": 1}\n\n' and frr.read_text() == "new\n"
+    assert (db.stat().st_mode & 0o777, frr.stat().st_mode & 0o777) == (0o644, 0o640)
+    backups = [p for p in frr.parent.iterdir() if p.name != "frr.conf"]
+    assert [p.read_text() for p in backups] == ["old\n"]
+    assert [p.name for p in db.parent.iterdir()] == ["config_db.json"]
+    r = _install(files)
+    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": []}
+    os.chmod(db, 0o600)  # a mode that drifted is installed again
+    assert json.loads(_install(files).stdout) == {"installed": ["config_db"]}
+    assert db.stat().st_mode & 0o777 == 0o644
+
+
+def test_deploy_switches_installs_both_files_in_one_exec(tmp_path):
+    """The rollout's cost is its remote round trips: one task installs config_db.json
+    and frr.conf (files/install.py, no copy module per file), and each handler runs
+    only for the file that changed."""
+    tasks = yaml.safe_load(small_files("hpn")["ansible/tasks/deploy-switch.yml"])
+    handlers = yaml.safe_load(small_files("hpn")["ansible/tasks/switch-handlers.yml"])
+    mods = [next(k for k in t if k.startswith("ansible.")) for t in tasks]
+    assert "ansible.builtin.copy" not in mods
+    inst = [t for t in tasks if "files/install.py" in json.dumps(t)]
+    assert len(inst) == 1 and set(inst[0]["notify"]) == {h["name"] for h in handlers}
+    assert ["'config_db' in" in h["when"] or "'frr' in" in h["when"] for h in handlers] \
+        == [True, True]
+
+
+def test_inventory_lines_stay_short_with_a_long_lab_folder():
+    """A lab in a deep folder puts long paths in the SSH options: every line of the
+    inventory stays within yamllint's 160 (ansible-lint's production profile) and each
+    value reads back exactly, spaces, quotes and escapes included."""
+    from aifabric.configs.ansible import inventory_yml
+
+    deep = "/tmp/" + "/".join(f"level {k} \"q\" \\ é" for k in range(12))
+    args = f"-o UserKnownHostsFile={deep}/known_hosts -o StrictHostKeyChecking=yes " * 3
+    ctx = small_ctx("hpn")
+    name = str(ctx.fabric.nodes.name[int(ctx.plan.switches[0])])
+    text = inventory_yml(ctx, {"name": "n", "digest": "d"},
+                         {name: {"ansible_ssh_executable": f"{deep}/{name}/ssh"}},
+                         {"ansible_ssh_common_args": args})
+    assert max(len(line) for line in text.splitlines()) <= 160
+    inv = yaml.safe_load(text)
+    assert inv["all"]["vars"]["ansible_ssh_common_args"] == args
+    dev = inv["all"]["children"]["switches"]["hosts"][name]
+    assert dev["ansible_ssh_executable"] == f"{deep}/{name}/ssh"
+
+
+def test_lab_up_help_names_where_the_inventory_goes(cli, monkeypatch):
+    """``lab up --help`` says the inventory is written under the lab folder (a ``<dir>``
+    placeholder was swallowed as markup, leaving "(/build/ansible)")."""
+    monkeypatch.setenv("COLUMNS", "200")
+    r = cli("lab", "up", "--help")
+    assert r.code == 0
+    text = " ".join(r.out.replace("│", " ").split())
+    assert "(DIR/build/ansible)" in text and "(/build/ansible)" not in text

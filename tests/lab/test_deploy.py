@@ -110,6 +110,32 @@ def test_each_sshd_runs_in_its_namespace_on_its_address_only(lab):
     assert not any(f"pid={p}," in out for p in pids.values())
 
 
+def test_each_sshd_accepts_only_the_lab_key_as_root_with_no_forwarding(lab):
+    """The effective settings of a lab sshd (``sshd -T`` on the config it runs): public
+    key only (no password, no keyboard-interactive), only root (what the lab needs), no
+    forwarding of any kind and no tunnel, one listen address."""
+    dev = lab.layout.hosts[0]
+    out = subprocess.run([SSHD, "-T", "-f", str(lab.dir / "ssh" / dev / "sshd_config")],
+                         capture_output=True, text=True, check=True).stdout
+    got = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    want = {"passwordauthentication": "no", "kbdinteractiveauthentication": "no",
+            "permitrootlogin": "without-password", "allowusers": "root",
+            "authenticationmethods": "publickey", "allowtcpforwarding": "no",
+            "allowagentforwarding": "no", "allowstreamlocalforwarding": "no",
+            "x11forwarding": "no", "disableforwarding": "yes", "permittunnel": "no",
+            "gatewayports": "no"}
+    assert {k: got.get(k) for k in want} == want
+    assert [line for line in out.splitlines() if line.startswith("listenaddress ")] == [
+        f"listenaddress {_inventory_host(lab, dev)}:22"]
+
+
+def _inventory_host(lab, dev: str) -> str:
+    import yaml
+
+    inv = yaml.safe_load((lab.dir / "build/ansible/inventory.yml").read_text())
+    return inv["all"]["children"]["servers"]["hosts"][dev]["ansible_host"]
+
+
 def test_preflight_collects_every_device_and_check_finds_exactly_the_planted(lab, cli):
     """Planted in one switch's namespace: a port at MTU 1500 (kernel) and a port whose
     installed CONFIG_DB lost its PFC priority; one host's sshd stopped (unreachable).

@@ -15,6 +15,7 @@ import csv
 import http.client
 import json
 import os
+import posixpath
 import re
 import subprocess
 import sys
@@ -52,6 +53,15 @@ def _simulate(work: Path, name: str) -> Path:
     return out
 
 
+#: report.md links and images that would leave files/ (or use another scheme): an <img>
+#: of ../api/whatif would fail a switch just by showing the Run tab
+ESCAPES = ("![esc-img](../api/whatif?fail=tor-s00-r0-a) [esc-up](../api/info) "
+           "[esc-enc](%2e%2e/api/info) [esc-bs](..\\\\api/info) [esc-abs](/api/info) "
+           "[esc-proto](//example.com/x) [esc-ftp](ftp://example.com/x) "
+           "[esc-deep](plots/../../api/info) [in-sub](plots/../links.csv) "
+           "[in-web](https://example.com/) [in-mail](mailto:a@example.com)\n")
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     """A real run whose scenario is named with HTML, its report given a script, a table
@@ -60,7 +70,7 @@ def hostile(tmp_path_factory):
     run = _simulate(work, f"{HOSTILE} hostile")
     with (run / "report.md").open("a", encoding="utf-8") as fh:
         fh.write(f"\n{SCRIPT}\n\n| a | b |\n|---|---|\n| {HOSTILE} | 2 |\n\n"
-                 "[bad](javascript:alert(1)) [links](links.csv)\n")
+                 "[bad](javascript:alert(1)) [links](links.csv)\n\n" + ESCAPES)
     (run / "hostile.csv").write_text(f"name,value\n\"{HOSTILE}\",1\n\"{SCRIPT}\",2\n",
                                      encoding="utf-8")
     outside = work / "outside"
@@ -220,6 +230,28 @@ def test_report_html_escapes_raw_html(served):
         assert httpx.get(served.url + s, timeout=30).status_code == 200
 
 
+def test_report_links_never_leave_the_run_folder(served):
+    """A hostile report.md's links and images that leave files/ (``..``, encoded or
+    backslashed, absolute, protocol-relative) or use another scheme than http(s)/mailto
+    are rendered as their text only; the others stay, normalised under files/."""
+    page = httpx.get(served.url + "api/run", timeout=30).json()["report_html"]
+    hrefs = re.findall(r"(?:href|src)=\"([^\"]*)\"", page)
+    assert hrefs
+    for h in hrefs:
+        if h.startswith(("https:", "mailto:", "#")):
+            continue
+        assert h.startswith("files/") and ".." not in h and "%2e" not in h.lower(), h
+        assert posixpath.normpath(h).startswith("files/"), h
+    for text in ("esc-img", "esc-up", "esc-enc", "esc-bs", "esc-abs", "esc-proto",
+                 "esc-ftp", "esc-deep"):
+        assert text in page  # the text stays
+        assert not re.search(rf"<a [^>]*>{text}</a>|alt=\"{text}\"", page), text
+    assert "api/whatif" not in page and "example.com/x" not in page
+    assert '<a href="files/links.csv">in-sub</a>' in page
+    assert '<a href="https://example.com/">in-web</a>' in page
+    assert '<a href="mailto:a@example.com">in-mail</a>' in page
+
+
 def test_tables_come_back_as_json_text(served):
     r = httpx.get(served.url + "api/run/table/hostile", timeout=30)
     assert r.status_code == 200
@@ -314,6 +346,10 @@ def test_the_twin_name_is_data_not_markup(served):
     ("get", "api/trace?src=no-such-gpu&dst=nope", 400, "src"),
     ("get", "api/whatif?fail=no-such-switch", 400, "fail"),
     ("get", "api/search?q=", 400, "q"),
+    ("get", "api/search?q=%00", 400, "q"),  # numpy drops a NUL: it matched every name
+    ("get", "api/search?q=tor%00", 400, "q"),
+    ("get", "api/search?q=tor%1b", 400, "q"),
+    ("get", "api/search?q=%7f", 400, "q"),
     ("get", "api/run/table/no-such-table", 404, "table"),
     ("get", "api/run/table/..%2F..%2Fetc%2Fpasswd", 404, ""),
     ("get", "api/lab", 404, "lab"),
@@ -422,3 +458,49 @@ def test_the_run_folder_is_never_written(hostile, served):
     httpx.get(served.url + "api/run", timeout=30)
     httpx.get(served.url + "api/heatmap", timeout=30)
     assert sorted(os.listdir(hostile)) == before
+
+
+# ---------------------------------------------------------------- caches
+def test_the_run_listing_is_cached_until_a_folder_changes(tmp_path):
+    """The run folder is walked once; the listing is reused while no directory's mtime
+    changed (a file slipped in with the mtime put back is not seen: proof of the
+    cache), and walked again once one changed."""
+    from aifabric.web.app import _run_files
+
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    (run / "a.csv").write_text("x\n1\n")
+    (run / "sub" / "b.png").write_bytes(b"png")
+    first = _run_files(run)
+    assert [f["path"] for f in first] == ["a.csv", "sub/b.png"]
+    st = os.stat(run / "sub")
+    (run / "sub" / "c.csv").write_text("y\n2\n")
+    os.utime(run / "sub", ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _run_files(run) == first  # cached: not walked again
+    os.utime(run / "sub", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert [f["path"] for f in _run_files(run)] == ["a.csv", "sub/b.png", "sub/c.csv"]
+    (run / "a.csv").unlink()
+    assert [f["path"] for f in _run_files(run)] == ["sub/b.png", "sub/c.csv"]
+
+
+def test_a_csv_tables_row_count_is_read_once_per_version(tmp_path):
+    """The row count is counted once per (path, mtime, size); later pages stop at their
+    last row (a tail changed with mtime and size kept is not re-read); a new version of
+    the file is read again."""
+    from aifabric.web.app import _read_csv
+
+    p = tmp_path / "t.csv"
+    p.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(1000)))
+    st = os.stat(p)
+    page = _read_csv(p, 10, 5)
+    assert page["total"] == 1000 and page["rows"][0] == ["10", "20"] and not page["problem"]
+    raw = bytearray(p.read_bytes())
+    raw[-40:] = b'"' + b"x" * 38 + b"\n"  # the tail: an unclosed quote, same size
+    p.write_bytes(bytes(raw))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    again = _read_csv(p, 20, 5)
+    assert again["total"] == 1000 and again["rows"][0] == ["20", "40"]
+    assert again["problem"] is None  # the tail was not read: the count came from the cache
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    fresh = _read_csv(p, 20, 5)
+    assert fresh["rows"][0] == ["20", "40"] and fresh["total"] < 1000

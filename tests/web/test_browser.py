@@ -37,9 +37,12 @@ ALLREDUCE = EXAMPLES / "scenarios" / "allreduce-hpn.yaml"
 TOR_FAILURE = EXAMPLES / "scenarios" / "hpn-tor-failure.yaml"
 HOSTILE = "<img src=x onerror=window.__pwned=1>"
 
-#: the issue's numbers
-READY_S = 3.0
-WHATIF_S = 2.0
+#: the issue's numbers (page interactive < 3 s, what-if of a ToR < 2 s) are held by
+#: benchmarks/bench_web.py; the tests allow 3x them: a CI machine's 2 cores run the
+#: server, Chromium and other tests at once, and a slow page or what-if (a regression:
+#: seconds to tens of seconds) still fails
+READY_S = 3 * 3.0
+WHATIF_S = 3 * 2.0
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +199,18 @@ def test_trace_collective_highlights_its_links(browser: Any, run_server: Served,
     assert page.evaluate("window.aifabric.state.trace.data.truncated") is None
     assert sorted(drawn) == sorted(int(a) for a in want)
     assert len(drawn) == len(set(drawn))
+    # and the bytes drawn on each arc are the run's own collective_links.csv rows for
+    # that collective (sim.results.collective_links: another code path than the twin's)
+    sel = str(coll[0][1])
+    cname = next(c["name"] for c in twin.traces()["collectives"]
+                 if sel in (c["name"], str(c["id"])))
+    with (sim_run / "collective_links.csv").open(newline="") as fh:
+        rows = {(int(r["link"]), r["direction"]): int(r["bytes"]) for r in csv.DictReader(fh)
+                if r["collective"] == cname}
+    on_page = page.evaluate("window.aifabric.traceCy.edges().map(e => [e.data('link'), "
+                            "e.data('arc') % 2 ? 'down' : 'up', e.data('bytes')])")
+    got = {(int(lk), d): round(b) for lk, d, b in on_page if round(b) > 0}
+    assert rows and got == rows
     # the bottleneck is drawn red and named
     assert page.evaluate("window.aifabric.traceCy.edges('.bottleneck').length") >= 1
     assert "Bottleneck" in page.text_content("#trace-bottleneck")

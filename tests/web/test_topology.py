@@ -335,7 +335,7 @@ def test_search_host_port(hpn) -> None:
 
 @pytest.mark.parametrize("q", ["<script>alert(1)</script>", "'; DROP TABLE x", "%s%n%x",
                                "../../etc/passwd", ":", "a:", ":b", "x:y:z", "...",
-                               "1.2.3.4.5", "999.1.1.1", "\x00", "\ud800", "tor-s00-r0-a:",
+                               "1.2.3.4.5", "999.1.1.1", "\ud800", "tor-s00-r0-a:",
                                "tor-s00-r0-a:Ethernet-1", "host-s00-h000:", "*", ".*",
                                "[", "\\", "é", "\u202e", "a" * 200])
 def test_hostile_queries_return_lists(hpn, q: str) -> None:
@@ -344,7 +344,10 @@ def test_hostile_queries_return_lists(hpn, q: str) -> None:
     json.dumps(hits)
 
 
-@pytest.mark.parametrize("q", ["", "   ", "a" * 201, None, 5, b"tor"])
+@pytest.mark.parametrize("q", ["", "   ", "a" * 201, None, 5, b"tor",
+                               # control characters: numpy's string ops drop a NUL, so
+                               # "\x00" matched every name
+                               "\x00", "tor\x00", "tor-s00\x1b", "\x7f", "a\tb"])
 def test_bad_queries_are_bad_input(hpn, q) -> None:
     with pytest.raises(SpecError, match=r"^q: "):
         search(hpn, q)

@@ -75,8 +75,11 @@ def test_whatif_of_a_tor_is_what_route_reports_for_the_same_failure(tmp_path):
     assert all("tor-s00-r0-a" in m["before"] and "tor-s00-r0-a" not in m["after"]
                for m in w["moved"])
     assert {t["tier"] for t in w["tiers_after"]} == set(rep["stats"]["tiers"])
-    # the issue's number: what-if of a ToR on the HPN pod, re-route included, < 2 s
-    assert w["seconds"] < 2.0, (w["seconds"], opened)
+    # the issue's number (what-if of a ToR on the HPN pod, re-route included, < 2 s) is
+    # held by benchmarks/bench_web.py on a pinned core; here, on a CI machine whose 2
+    # cores run other tests too, 3x that: still catches a what-if gone slow (a Python
+    # loop over flows takes tens of seconds), without flaking under load
+    assert w["seconds"] < 3 * 2.0, (w["seconds"], opened)
     again = tw.whatif(["tor-s00-r0-a"])  # cached per failure set
     assert again["flows"] == w["flows"] and again["seconds"] <= w["seconds"] + 0.5
 
@@ -416,3 +419,93 @@ def test_trace_hops_are_the_routing_models_paths(tmp_path):
             assert [h["flows"] for h in hops] == st.arc_flows[arcs].tolist()
             assert [h["bottleneck"] for h in hops] == (arcs == b).tolist()
             assert p["bottleneck"] == bool((arcs == b).any())
+
+
+def test_trace_bytes_are_the_runs_collective_links_when_buckets_share_connections(
+        cli, tmp_path):
+    """A job's DP buckets reuse the same GPU-pair connections: each collective's trace
+    counts its OWN transfers' bytes per (link, direction) — exactly the run's
+    collective_links.csv rows (written by sim.results.collective_links, another code
+    path); a bucket's bottleneck names the job's other buckets, and a sharing flow lists
+    every collective its connection carries."""
+    import csv
+    from collections import defaultdict
+
+    from aifabric.web.twin import Twin
+
+    out = _run(cli, tmp_path, "buckets", "simulate", str(_sim(tmp_path)), "--sim", "analytic")
+    want: dict[str, dict[tuple[int, str], int]] = defaultdict(dict)
+    with (out / "collective_links.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            want[r["collective"]][(int(r["link"]), r["direction"])] = int(r["bytes"])
+    tw = Twin.open(out)
+    colls = [c["name"] for c in tw.traces()["collectives"]]
+    buckets = [c for c in colls if "bucket" in c]
+    assert len(buckets) >= 2 and set(colls) == set(want)
+    for name in colls:
+        t = tw.trace(collective=name)
+        got = {(e["link"], ("up", "down")[e["arc"] % 2]): round(e["bytes"])
+               for e in t["edges"]}
+        assert {k: v for k, v in got.items() if v > 0} == want[name], name
+    for name in buckets:
+        b = tw.trace(collective=name)["bottleneck"]
+        assert set(b["collectives"]) == set(buckets) - {name}, b["collectives"]
+        assert all(set(buckets) <= set(s["collectives"]) for s in b["sharing"]), b["sharing"]
+        assert all(s["collective"] == ", ".join(s["collectives"]) for s in b["sharing"])
+
+
+def test_heatmap_mean_over_active_links_is_the_reports_figure(cli, tmp_path):
+    """The heatmap's per-tier "mean over active" (arcs that carried traffic) is the
+    figure report.md prints and the mean of links.csv's mean_util per tier (the
+    simulator's summary); the plain mean is over every arc of the tier, idle ones too."""
+    import csv
+    from collections import defaultdict
+
+    from aifabric.web.twin import Twin
+
+    out = _run(cli, tmp_path, "heat", "simulate", str(_sim(tmp_path)), "--sim", "analytic")
+    per: dict[str, list[float]] = defaultdict(list)
+    with (out / "links.csv").open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            per[r["tier"]].append(float(r["mean_util"]))
+    report: dict[str, tuple[int, str]] = {}
+    for line in (out / "report.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in per:  # tier | links | mean | p50 | p99 | peak
+            report[cells[0]] = (int(cells[1]), cells[2])
+    assert set(report) == set(per) and per
+    hm = Twin.open(out).heatmap(metric="utilization", t=-1)
+    tiers = {t["tier"]: t for t in hm["tiers"]}
+    for name, mu in per.items():
+        t = tiers[name]
+        assert t["active"] == len(mu) == report[name][0], name
+        assert t["mean_active"] == pytest.approx(sum(mu) / len(mu), rel=1e-9, abs=1e-12)
+        assert f"{t['mean_active']:.2f}" == report[name][1], name
+        assert t["mean"] == pytest.approx(t["mean_active"] * t["active"] / t["arcs"])
+    assert any(t["active"] < t["arcs"] for t in tiers.values())  # idle arcs exist
+
+
+def test_a_failure_set_is_echoed_in_the_users_order_and_cached_as_a_set(tmp_path):
+    """``failed`` keeps the order the names were given (each once), not a string sort
+    (link:0, link:1, link:10); the same set in another order is the same routing; the
+    API's limit on a failure set is the twin's."""
+    from aifabric.web import app, twin
+    from aifabric.web.twin import Twin
+
+    tw = Twin.open(_sim(tmp_path))
+    f = tw.fabric
+    acc = np.flatnonzero(f.links.kind == 3)[[10, 1, 0]]
+    fail = tuple(f"link:{int(x)}" for x in acc)
+    assert sorted(fail) != list(fail)  # a string sort would reorder them
+    topo = tw.topology(fail=(*fail, fail[0]))
+    assert topo["failed"] == list(fail) and topo["links_down"] == 3
+    back = tuple(reversed(fail))
+    assert tw.segment(0, fail=back)["failed"] == list(back)
+    assert tw._state(fail) is tw._state(back)  # one routing per set
+    assert tw.whatif(fail)["fail"] == list(fail)
+    assert tw.whatif(back)["fail"] == list(back)  # the cached answer, echoed in order
+    assert tw.trace(collective="ring", fail=back)["failed"] == list(back)
+    assert app.MAX_FAIL == twin.MAX_FAIL
+    with pytest.raises(SpecError) as e:
+        tw.whatif(tuple(f"link:{i}" for i in range(twin.MAX_FAIL + 1)))
+    assert e.value.problems[0].path == "fail"

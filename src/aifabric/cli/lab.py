@@ -83,7 +83,7 @@ def up_cmd(
     lab_dir: Path | None = DIR_OPT,
     ssh: bool = typer.Option(False, "--ssh", help="also run an sshd in every namespace "
                              "(only on its own address) and write the lab's build with an "
-                             "Ansible inventory that reaches them (<dir>/build/ansible)"),
+                             "Ansible inventory that reaches them (DIR/build/ansible)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Build the scaled-down copy and start FRR in every switch."""

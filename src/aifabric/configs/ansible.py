@@ -16,11 +16,13 @@ file                            what
                                 (:data:`FACTS_SCHEMA`, read by ``aifabric check --facts``)
 ``ansible/deploy-hosts.yml``    ``nic-setup.sh --check``, apply only on deviation, read back
 ``ansible/deploy-switches.yml`` one play per plane (``serial``, stop on failure):
-                                ``config_db.json`` (SONiC: ``config reload``), ``frr.conf``
+                                both files installed where they differ (one exec,
+                                ``files/install.py``), ``config_db.json`` (SONiC:
+                                ``config reload``), ``frr.conf``
                                 by FRR's ``frr-reload.py``, then the health gate
 ``ansible/tasks/*.yml``         the task lists the plays import
-``ansible/files/*.py``          the collectors and the gate (Python 3 stdlib, run on the
-                                device by ``ansible.builtin.script``)
+``ansible/files/*.py``          the collectors, the installer and the gate (Python 3
+                                stdlib, run on the device as ``python3 -c``)
 =============================== ===========================================================
 
 The plan has no management network, so ``ansible_host`` is a switch's loopback and a
@@ -61,7 +63,8 @@ FACTS_VERSION = 1
 #: files copied verbatim from ``templates/ansible/`` (relative to ``ansible/``)
 STATIC_FILES = ("ansible.cfg", "preflight.yml", "deploy-hosts.yml", "tasks/deploy-switch.yml",
                 "tasks/switch-handlers.yml", "tasks/plan.yml", "files/collect_host.py",
-                "files/collect_switch.py", "files/write_facts.py", "files/gate.py")
+                "files/collect_switch.py", "files/write_facts.py", "files/gate.py",
+                "files/install.py")
 #: switch-rows of the FIB evaluated at once (bounds memory on large fabrics)
 _BLOCK = 1 << 20
 
@@ -118,12 +121,59 @@ def _value(key: str, value: Any, indent: int) -> list[str]:
     for one line is written in block style, one item per line."""
     pad = " " * indent
     text = json.dumps(value, sort_keys=True)
-    if len(pad) + len(key) + 2 + len(text) <= _WIDTH or not isinstance(value, list | dict):
+    if len(pad) + len(key) + 2 + len(text) <= _WIDTH:
+        return [f"{pad}{key}: {text}"]
+    if isinstance(value, str):
+        return _long_string(f"{pad}{key}: ", text, pad + "  ")
+    if not isinstance(value, list | dict):
         return [f"{pad}{key}: {text}"]
     if isinstance(value, list):
         return [f"{pad}{key}:"] + [f"{pad}  - {json.dumps(v)}" for v in value]
     return [f"{pad}{key}:"] + [f"{pad}  {json.dumps(str(k))}: {json.dumps(v)}"
                                for k, v in sorted(value.items())]
+
+
+def _long_string(head: str, text: str, pad: str) -> list[str]:
+    """A JSON string too long for one line (a lab folder's paths in the SSH options)
+    as a YAML double-quoted scalar over several lines, each ending in an escaped line
+    break (``\\`` + newline: no character added or lost). A line is cut only before
+    a character that is neither white space (YAML drops it at a continuation line's
+    start) nor inside an escape sequence."""
+    out: list[str] = []
+    line, room = head, _WIDTH - len(head) - 1
+    i = 0
+    while i < len(text):
+        cut = min(len(text), i + max(room, 8))
+        while cut < len(text) and not _can_cut(text, cut):
+            cut -= 1
+            if cut <= i:  # no place to cut in reach: take the whole rest
+                cut = len(text)
+        if cut < len(text):
+            out.append(line + text[i:cut] + "\\")
+            line, room = pad, _WIDTH - len(pad) - 1
+        else:
+            out.append(line + text[i:cut])
+        i = cut
+    return out
+
+
+def _can_cut(text: str, k: int) -> bool:
+    """Whether a JSON string's text can be cut before position ``k``: the next
+    character is not white space and ``k`` is not inside a backslash escape."""
+    if text[k] in " \t" or k == 0:
+        return False
+    j = k - 1
+    while j >= 0 and text[j] != "\\":  # the last backslash before k
+        j -= 1
+    if j < 0:
+        return True
+    run = 0  # backslashes in a row ending at j: an odd count starts an escape at j
+    while j - run >= 0 and text[j - run] == "\\":
+        run += 1
+    if run % 2 == 0:
+        return True
+    esc = 6 if j + 1 < len(text) and text[j + 1] == "u" else 2
+    return k >= j + esc
 
 
 def _device(name: str, v: dict[str, Any]) -> list[str]:

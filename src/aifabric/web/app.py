@@ -35,12 +35,14 @@ import html
 import json
 import math
 import os
+import posixpath
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 from fastapi import Body, FastAPI, Query, Request
@@ -51,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aifabric.errors import Problem, SpecError
+from aifabric.web.twin import MAX_FAIL  # failure names per request: one limit for both
 
 if TYPE_CHECKING:
     from aifabric.web.twin import Twin
@@ -67,7 +70,6 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 #: a file of the run folder or the API page: no script at all
 FILE_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
 
-MAX_FAIL = 256          # failure names per request
 MAX_NAME = 200          # characters per failure name / search query
 MAX_REPORT = 4 << 20    # bytes of report.md rendered
 MAX_FILES = 5000        # files listed from a run folder
@@ -80,8 +82,10 @@ _MEDIA = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg",
           ".csv": "text/csv; charset=utf-8", ".json": "application/json",
           ".parquet": "application/octet-stream"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-#: a URL with a scheme (http:, mailto:) or protocol-relative, or an anchor: left alone
-_ABSOLUTE_URL = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*:|//|#)")
+#: a URL's scheme (http:, mailto:)
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+#: the schemes a report's links may keep (everything else: the text only)
+_LINK_SCHEMES = {"http", "https", "mailto"}
 
 
 # ---------------------------------------------------------------- response models
@@ -171,7 +175,11 @@ class TierStat(_Open):
     tier: str
     direction: str | None = None
     arcs: int | None = None
-    mean: float | None = None
+    mean: float | None = Field(None, description="mean over all the tier's arcs")
+    active: int | None = Field(None, description="arcs with a value > 0 (that carried "
+                               "traffic)")
+    mean_active: float | None = Field(None, description="mean over the active arcs: "
+                                      "report.md's per-tier mean")
     p99: float | None = None
     max: float | None = None
 
@@ -359,13 +367,47 @@ def _kind(rel: str) -> str:
     return "other"
 
 
+#: what a request learned of the run folder, reused while nothing changed: the file
+#: listing per folder (checked by the mtimes of its directories) and, per CSV table
+#: (path, mtime, size), its header, row count and damage; a few entries each
+_LISTINGS: OrderedDict[str, tuple[tuple[tuple[str, int], ...], list[dict[str, Any]]]] = \
+    OrderedDict()
+_CSV_META: OrderedDict[tuple[str, int, int], tuple[list[str], int, str | None]] = OrderedDict()
+_CACHED = 32
+_CACHE_LOCK = threading.Lock()
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    with _CACHE_LOCK:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _CACHED:
+            cache.popitem(last=False)
+
+
+def _dir_stamps(dirs: list[str]) -> tuple[tuple[str, int], ...] | None:
+    """Each directory with its mtime (ns), None when one is gone."""
+    try:
+        return tuple((d, os.stat(d).st_mtime_ns) for d in dirs)
+    except OSError:
+        return None
+
+
 def _run_files(root: Path) -> list[dict[str, Any]]:
     """Every regular file under ``root`` that ``/files/`` would serve (no hidden files:
-    they are an unfinished run's temporaries), in path order."""
+    they are an unfinished run's temporaries), in path order. Listed once, then again
+    only when a directory of the folder changed (its mtime: a file added, removed or
+    renamed — a writer's temp file renamed into place included)."""
     base = root.resolve()
+    with _CACHE_LOCK:
+        hit = _LISTINGS.get(str(base))
+    if hit is not None and _dir_stamps([d for d, _ in hit[0]]) == hit[0]:
+        return [dict(f) for f in hit[1]]
     out: list[dict[str, Any]] = []
-    for here, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    dirs: list[str] = []
+    for here, subdirs, files in os.walk(base, followlinks=False):
+        dirs.append(here)
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         for name in sorted(files):
             if name.startswith("."):
                 continue
@@ -375,37 +417,87 @@ def _run_files(root: Path) -> list[dict[str, Any]]:
                 continue
             out.append({"path": rel, "size": real.stat().st_size, "kind": _kind(rel)})
             if len(out) >= MAX_FILES:
-                return out
+                break
+        if len(out) >= MAX_FILES:
+            break
     out.sort(key=lambda f: (f["path"].count("/"), f["path"]))
+    stamps = _dir_stamps(dirs)
+    if stamps is not None:
+        _remember(_LISTINGS, str(base), (stamps, [dict(f) for f in out]))
     return out
+
+
+def _report_url(url: str) -> str | None:
+    """Where a link or image of ``report.md`` may point: an anchor as is; http(s) and
+    mailto as is; a relative path under ``files/`` (normalised: ``%2e%2e``, ``\\`` and
+    ``..`` resolved as a browser would); None (drop it) for anything else — another
+    scheme, an absolute or protocol-relative path, or a path that leaves ``files/``
+    (``../api/whatif?fail=x`` in an ``<img>`` would fire a what-if just by showing the
+    Run tab)."""
+    if url.startswith("#"):
+        return url
+    m = _SCHEME.match(url)
+    if m is not None:
+        return url if m.group(1).lower() in _LINK_SCHEMES else None
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    path, rest = unquote(url[:cut]).replace("\\", "/"), url[cut:]
+    if path.startswith("/") or _CONTROL.search(path):
+        return None
+    norm = posixpath.normpath("files/" + path)
+    if not norm.startswith("files/"):
+        return None
+    return quote(norm, safe="/") + rest
 
 
 def _render_report(text: str) -> str:
     """``report.md`` as HTML: raw HTML escaped (markdown-it's ``html`` off, its link
     validation refuses ``javascript:`` and the like), relative links and images pointed
-    at ``/files/``."""
+    at ``/files/``; a link or image that would leave the run folder (or use another
+    scheme than http, https, mailto) is rendered as its text only (:func:`_report_url`)."""
     from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
     tokens = md.parse(text)
 
-    def rewrite(token: Any) -> None:
-        for attr in ("src", "href"):
-            url = token.attrGet(attr)
-            if isinstance(url, str) and url and not _ABSOLUTE_URL.match(url):
-                token.attrSet(attr, "files/" + url.removeprefix("./"))
-        for child in token.children or ():
-            rewrite(child)
+    def rewrite(children: list[Any]) -> list[Any]:
+        out: list[Any] = []
+        dropping = 0  # inside a dropped link (links do not nest; images inside them do)
+        for tok in children:
+            if tok.type == "link_open":
+                url = _report_url(str(tok.attrGet("href") or ""))
+                if url is None:
+                    dropping += 1
+                    continue
+                tok.attrSet("href", url)
+            elif tok.type == "link_close" and dropping:
+                dropping -= 1
+                continue
+            elif tok.type == "image":
+                url = _report_url(str(tok.attrGet("src") or ""))
+                if url is None:  # its alt text only
+                    out.append(Token("text", "", 0, content=tok.content))
+                    continue
+                tok.attrSet("src", url)
+            out.append(tok)
+        return out
 
     for token in tokens:
-        rewrite(token)
+        if token.children:
+            token.children = rewrite(token.children)
     return md.renderer.render(tokens, md.options, {})
 
 
 def _read_csv(path: Path, offset: int, limit: int) -> dict[str, Any]:
     """Rows ``offset`` to ``offset + limit`` of a CSV table and its row count; a garbled
-    file gives the rows read before the damage and a ``problem`` saying where."""
+    file gives the rows read before the damage and a ``problem`` saying where. The whole
+    file is read once per (path, mtime, size) for its row count; later pages stop reading
+    at their last row."""
     csv.field_size_limit(1 << 24)
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    with _CACHE_LOCK:
+        meta = _CSV_META.get(key)
     problem = None
     rows: list[list[str]] = []
     columns: list[str] = []
@@ -418,9 +510,15 @@ def _read_csv(path: Path, offset: int, limit: int) -> dict[str, Any]:
             for total, row in enumerate(reader, 1):
                 if offset < total <= end:
                     rows.append(row)
+                elif total > end and meta is not None:
+                    break  # the row count is known: stop at the page's end
         except csv.Error as err:
             problem = (f"{path.name}: not a well-formed CSV table near line "
                        f"{reader.line_num}: {err}")
+    if meta is None:
+        _remember(_CSV_META, key, (columns, total, problem))
+    else:
+        columns, total, problem = meta[0], meta[1], problem or meta[2]
     return {"columns": columns, "rows": rows, "total": total, "problem": problem}
 
 
@@ -644,7 +742,9 @@ def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None) -> FastAPI
         return call(twin.search, q)
 
     @app.get("/api/heatmap", response_model=HeatmapOut, summary="Load per tier and link",
-             description="Per tier and direction: mean, p99 and max of the metric; the "
+             description="Per tier and direction: mean (over all arcs, and over the "
+             "active arcs, with a value > 0, as report.md gives it), p99 and max of the "
+             "metric; the "
              "hottest links; the per-tier series over time.")
     def heatmap(metric: str | None = metric_q, t: int = t_q,
                 k: int = Query(20, ge=1, le=1000, description="hottest links listed"),

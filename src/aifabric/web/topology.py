@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,8 @@ AGGS = ("mean", "sum", "max")
 MAX_GROUPS = 800
 #: longest search query accepted
 MAX_QUERY = 200
+#: characters a search query may not hold (C0 controls and DEL)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # group kinds: rank top to bottom (core first), and the tier number a node reports
 _CORE, _AGG, _TOR, _HOST = 0, 1, 2, 3
@@ -719,6 +722,10 @@ def search(f: Fabric, query: str, *, limit: int = 50) -> list[dict[str, Any]]:
     if len(query) > MAX_QUERY:
         raise SpecError(Problem("q", f"is {len(query)} characters long; allowed: at most "
                                 f"{MAX_QUERY}"))
+    bad = _CONTROL.search(query)
+    if bad is not None:  # numpy's string ops drop a NUL: "\x00" would match every name
+        raise SpecError(Problem("q", f"holds the control character {bad.group()!r}; allowed: "
+                                "printable text (a name, device:iface or an IPv4 address)"))
     if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
         raise SpecError(Problem("limit", f"{limit!r}; allowed: a whole number >= 1"))
     q = query.strip()

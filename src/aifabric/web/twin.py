@@ -53,7 +53,7 @@ __all__ = ["Twin", "parse_failures"]
 
 #: the failure sets kept routed (besides the base)
 CACHE = 8
-#: most entries in one failure set
+#: most entries in one failure set (the API's limit too: aifabric.web.app uses it)
 MAX_FAIL = 64
 #: rows of the moved / unreachable lists, paths shown in a trace, sharing flows
 MOVED_ROWS, PATH_ROWS, SHARING_ROWS = 200, 50, 50
@@ -445,12 +445,18 @@ class Twin:
         return self._state(())
 
     def _norm(self, fail: tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-        return tuple(sorted({str(x).strip() for x in (fail or ())}))
+        """The failure set as the user gave it: each name once, in their order (echoed
+        back as ``failed`` / ``fail``)."""
+        return tuple(dict.fromkeys(str(x).strip() for x in (fail or ())))
+
+    def _key(self, fail: tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+        """The failure set as a cache key: the same set in any order is one routing."""
+        return tuple(sorted(self._norm(fail)))
 
     def _state(self, fail: tuple[str, ...]) -> _State:
         """The routing with failure set ``fail`` on top of the scenario's (cached)."""
         with self._lock:
-            return self._state_locked(self._norm(fail))
+            return self._state_locked(self._key(fail))
 
     def _state_locked(self, key: tuple[str, ...]) -> _State:
         if key in self._states:
@@ -527,9 +533,9 @@ class Twin:
                    "gpus": int((n.kind == NodeKind.GPU).sum()),
                    "hosts": int((n.kind == NodeKind.HOST).sum()),
                    "switches": int(f.is_switch.sum()), "links": int(f.n_links),
-                   "segments": int(len(np.unique(n.segment[f.is_switch & (n.segment >= 0)]))),
-                   "pods": int(len(np.unique(n.pod[f.is_switch & (n.pod >= 0)]))),
-                   "planes": int(len(np.unique(n.plane[f.is_switch & (n.plane >= 0)])))}
+                   "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
+                   "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
+                   "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}
         routed = f is not None and self._flows is not None
         views = ["topology"] if f is not None else []
         if routed or self.tables:
@@ -557,7 +563,7 @@ class Twin:
         """Per-arc loads (cached per failure set): the run's own where no failure is
         added, else the routing model's."""
         with self._lock:
-            return self._load_locked(self._norm(fail))
+            return self._load_locked(self._key(fail))
 
     def _load_locked(self, key: tuple[str, ...]) -> LoadSeries:
         from aifabric.web import loads
@@ -694,7 +700,9 @@ class Twin:
     def heatmap(self, *, metric: str | None = None, t: int | None = None,
                 fail: tuple[str, ...] = (), k: int = 20) -> dict[str, Any]:
         """Per-tier statistics of ``metric`` at ``t``, the ``k`` hottest arcs, the tier
-        series over time."""
+        series over time. A tier's ``mean`` is over all its (alive) arcs; ``active``
+        counts those with a value > 0 and ``mean_active`` is the mean over them — the
+        figure report.md gives ("links that carried traffic")."""
         if not 1 <= int(k) <= 1000:
             raise SpecError(Problem("k", f"{k}; allowed: 1..1000"))
         series, m, vals, tt = self._values(metric, t, fail)
@@ -713,9 +721,12 @@ class Twin:
                     if not sel.any():
                         continue
                     v = vals[sel]
+                    act = v[v > 0]  # the arcs that carried traffic (report.md's "links")
                     tiers.append({"tier": str(names[np.flatnonzero(sel)[0]]),
                                   "kind": LinkKind(int(kd)).label, "direction": dname,
                                   "arcs": int(sel.sum()), "mean": float(v.mean()),
+                                  "active": len(act),
+                                  "mean_active": float(act.mean()) if len(act) else 0.0,
                                   "p99": float(np.percentile(v, 99)),
                                   "max": float(v.max())})
         return {"metric": m, "t": -1 if tt is None else tt,
@@ -773,8 +784,12 @@ class Twin:
 
     def _select(self, collective: str | int | None, job: str | int | None,
                 src: str | None, dst: str | None, fail: tuple[str, ...]
-                ) -> tuple[Routed, np.ndarray, str]:
-        """The routed flows a trace follows: (routing, flow rows, what they are)."""
+                ) -> tuple[Routed, np.ndarray, str, np.ndarray | None]:
+        """The routed flows a trace follows: (routing, flow rows, what they are, the
+        selected transfers as a bool per transfer — None where whole flows are selected:
+        a GPU pair, a traffic pattern). A collective's (a job's) connections also carry
+        other collectives' transfers (a job's DP buckets and iterations reuse the same
+        GPU pairs): its bytes come from its own transfers (:meth:`_flow_bytes`)."""
         self._need_routing("trace")
         st = self._state(fail)
         f = st.routed.fabric
@@ -791,10 +806,11 @@ class Twin:
                 c = self._lookup(collective, names, "collective")
                 mine = dag.stage_coll[dag.xfer_stage] == c
                 rows = np.flatnonzero(np.isin(conn, np.unique(self._xconn[mine])))
-                return st.routed, rows, f"collective {names[c]}"
+                return st.routed, rows, f"collective {names[c]}", mine
             p = self._lookup(collective, self._patterns, "collective")
             assert self._pattern_of_flow is not None
-            return st.routed, np.flatnonzero(self._pattern_of_flow == p), self._patterns[p]
+            return (st.routed, np.flatnonzero(self._pattern_of_flow == p), self._patterns[p],
+                    None)
         if job is not None and str(job) != "":
             if dag is None:
                 raise SpecError(Problem("job", "no jobs here; allowed: a simulation scenario "
@@ -802,13 +818,13 @@ class Twin:
             j = self._lookup(job, list(dag.jobs), "job")
             mine = dag.stage_job[dag.xfer_stage] == j
             rows = np.flatnonzero(np.isin(conn, np.unique(self._xconn[mine])))
-            return st.routed, rows, f"job {dag.jobs[j]}"
+            return st.routed, rows, f"job {dag.jobs[j]}", mine
         s, d = self._gpu(f, str(src), "src"), self._gpu(f, str(dst), "dst")
         fl = st.routed.flows
         rows = np.flatnonzero((fl.src_gpu == s) & (fl.dst_gpu == d))
         what = f"{f.nodes.name[s]} -> {f.nodes.name[d]}"
         if len(rows) or s == d:
-            return st.routed, rows, what
+            return st.routed, rows, what, None
         # a pair the traffic does not hold: routed alone, as the switches would
         from aifabric.routing.flows import make_flows
         from aifabric.routing.route import route
@@ -817,15 +833,35 @@ class Twin:
                            qps_per_connection=self._policy.qps_per_connection,
                            nic_port_choice=self._policy.nic_port_choice)
         r = route(f, probe, self._policy, failures=~st.down)
-        return r, np.arange(len(probe)), what + " (not in the traffic: routed alone)"
+        return r, np.arange(len(probe)), what + " (not in the traffic: routed alone)", None
 
     def trace_arcs(self, *, collective: str | int | None = None, job: str | int | None = None,
                    src: str | None = None, dst: str | None = None,
                    fail: tuple[str, ...] = ()) -> np.ndarray:
         """Sorted unique arcs the selected flows use in the routing model (sprayed flows:
         every arc with a fraction > 0) — exactly the edges :meth:`trace` draws."""
-        routed, rows, _ = self._select(collective, job, src, dst, fail)
+        routed, rows, _, _ = self._select(collective, job, src, dst, fail)
         return _rows_arcs(routed, rows)
+
+    def _flow_bytes(self, routed: Routed, rows: np.ndarray, xsel: np.ndarray | None
+                    ) -> np.ndarray:
+        """Per flow of ``routed``: the bytes the selection puts on it. Selected transfers
+        (``xsel``): each transfer's bytes (repeats included) split evenly over its
+        connection's QPs, as the simulators send them and ``collective_links`` counts
+        them; otherwise the selected flows' whole sizes."""
+        out = np.zeros(len(routed.flows))
+        if xsel is None:
+            out[rows] = routed.flows.size_bytes[rows]
+            return out
+        dag, xconn = self._dag, self._xconn
+        assert dag is not None and xconn is not None
+        conn = np.asarray(routed.flows.conn, dtype=np.int64)
+        n_conn = max(int(xconn.max()) + 1 if len(xconn) else 0,
+                     int(conn.max()) + 1 if len(conn) else 0)
+        moved = (dag.size_bytes * dag.repeat[dag.xfer_stage]).astype(np.float64)
+        cb = np.bincount(xconn[xsel], weights=moved[xsel], minlength=n_conn)
+        nq = np.bincount(conn, minlength=n_conn).astype(np.float64)
+        return cb[conn] / np.maximum(nq[conn], 1.0)
 
     def trace(self, *, collective: str | int | None = None, job: str | int | None = None,
               src: str | None = None, dst: str | None = None,
@@ -847,18 +883,19 @@ class Twin:
                                     f"{10 * MAX_TRACE_EDGES}"))
         self._need_routing("trace")
         st = self._state(fail)
-        routed, rows, what = self._select(collective, job, src, dst, fail)
+        routed, rows, what, xsel = self._select(collective, job, src, dst, fail)
         f = routed.fabric
         arcs = _rows_arcs(routed, rows)
         names = f.nodes.name
         a_src, a_dst, cap = f.arcs
         tiers = _arc_tiers(f)
-        # the selection's bytes and flows per arc
+        # the selection's bytes (its own transfers', not its connections') and flows per arc
+        wflow = self._flow_bytes(routed, rows, xsel)
         sel = np.zeros(len(routed.flows), dtype=bool)
         sel[rows] = True
         ent = routed.entry_flow
         keep = sel[ent] & (routed.fractions > 0)
-        w = routed.fractions[keep] * routed.flows.size_bytes[ent[keep]]
+        w = routed.fractions[keep] * wflow[ent[keep]]
         mine_b = np.bincount(routed.arcs[keep], weights=w, minlength=routed.n_arcs)
         mine_f = np.bincount(routed.arcs[keep], minlength=routed.n_arcs)
         util = st.util
@@ -901,7 +938,7 @@ class Twin:
         for i in shown.tolist():  # the first few paths (51 at most)
             lo, hi = int(routed.ptr[i]), int(routed.ptr[i + 1])
             pa = routed.arcs[lo:hi]
-            fb = frac[lo:hi] * float(fl.size_bytes[i])
+            fb = frac[lo:hi] * float(wflow[i])
             hops.append([{"from": str(names[a_src[a]]), "to": str(names[a_dst[a]]),
                           "arc": int(a), "link": int(a // 2), "tier": str(tiers[a]),
                           "value": float(util[a]), "utilization": float(util[a]),
@@ -909,19 +946,22 @@ class Twin:
                           "flow_bytes": float(x), "bottleneck": int(a) == b}
                          for a, x in zip(pa.tolist(), fb.tolist(), strict=True)])
             paths.append({"flow": int(i), "src": str(names[fl.src_gpu[i]]),
-                          "dst": str(names[fl.dst_gpu[i]]), "bytes": float(fl.size_bytes[i]),
+                          "dst": str(names[fl.dst_gpu[i]]), "bytes": float(wflow[i]),
                           "hops": hi - lo, "bottleneck": bool((pa == b).any())})
-        bott = self._bottleneck(st, b, rows if base else None) if b >= 0 else None
+        bott = self._bottleneck(st, b, self._selected_names(rows if base else None, xsel)) \
+            if b >= 0 else None
         return {"what": what, "flows": len(rows),
-                "bytes": float(routed.flows.size_bytes[rows].sum()),
+                "bytes": float(wflow[rows].sum()),
                 "utilization_measured": st.measured, "nodes": nodes, "edges": edges,
                 "truncated": {"edges_total": total, "edges_sent": len(sent)}
                 if len(sent) < total else None,
                 "paths": paths, "hops": hops, "bottleneck": bott,
                 "failed": list(self._norm(fail))}
 
-    def _bottleneck(self, st: _State, arc: int, rows: np.ndarray | None) -> dict[str, Any]:
-        """An arc's load and the flows of the whole traffic that share it."""
+    def _bottleneck(self, st: _State, arc: int, exclude: set[str]) -> dict[str, Any]:
+        """An arc's load and the flows of the whole traffic that share it; ``collectives``:
+        every collective (pattern) with bytes on it but those in ``exclude`` (the traced
+        ones) — a traced DP bucket's arc lists the job's other buckets."""
         r = st.routed
         f = r.fabric
         names = f.nodes.name
@@ -930,46 +970,70 @@ class Twin:
         fl_on = r.entry_flow[on]
         b_on = r.fractions[on] * r.flows.size_bytes[fl_on]
         order = np.lexsort((fl_on, -b_on))[:SHARING_ROWS]
-        coll, job = self._flow_labels(fl_on)
-        sharing = [{"flow": int(fl_on[i]), "src": str(names[r.flows.src_gpu[fl_on[i]]]),
-                    "dst": str(names[r.flows.dst_gpu[fl_on[i]]]), "collective": coll[i],
-                    "job": job[i], "bytes": float(b_on[i])} for i in order.tolist()]
-        others = sorted({c for c in self._flow_collectives(fl_on, rows) if c})
+        shown = fl_on[order]  # label only the flows listed
+        coll, job = self._flow_labels(shown)
+        sharing = [{"flow": int(fl), "src": str(names[r.flows.src_gpu[fl]]),
+                    "dst": str(names[r.flows.dst_gpu[fl]]),
+                    "collective": ", ".join(cs), "collectives": cs,
+                    "job": ", ".join(js), "bytes": float(b_on[i])}
+                   for fl, i, cs, js in zip(shown.tolist(), order.tolist(), coll, job,
+                                            strict=True)]
+        others = [c for c in self._flow_collectives_all(fl_on) if c and c not in exclude]
         return {"arc": arc, "link": arc // 2, "from": str(names[a_src[arc]]),
                 "to": str(names[a_dst[arc]]), "tier": str(_arc_tiers(f)[arc]),
                 "utilization": float(st.util[arc]), "bytes": float(st.arc_bytes[arc]),
                 "flows": len(fl_on), "sharing": sharing, "collectives": others[:100]}
 
-    def _flow_labels(self, flows: np.ndarray) -> tuple[list[str], list[str]]:
-        """Per flow: its (first) collective or pattern name, and its job."""
+    def _selected_names(self, rows: np.ndarray | None, xsel: np.ndarray | None) -> set[str]:
+        """The collectives (patterns) a trace follows: those of its transfers, else those
+        of its flows (a traffic pattern); none for a pair routed alone."""
+        if xsel is not None and self._dag is not None:
+            dag = self._dag
+            c = np.unique(dag.stage_coll[dag.xfer_stage[xsel]])
+            return {dag.collectives[k].name for k in c.tolist() if k >= 0}
+        if rows is None or self._dag is not None:
+            return set()  # a GPU pair of a workload: every collective on it is another's
+        return set(self._flow_collectives_all(rows))
+
+    def _conn_collectives(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR (ptr per connection, collective ids) of the collectives whose transfers use
+        each connection, sorted by id (computed once)."""
+        def make() -> tuple[np.ndarray, np.ndarray]:
+            dag, x = self._dag, self._xconn
+            assert dag is not None and x is not None
+            nc = max(len(dag.collectives), 1) + 1
+            n_conn = int(x.max()) + 1 if len(x) else 0
+            c = dag.stage_coll[dag.xfer_stage].astype(np.int64)
+            pair = np.unique(x.astype(np.int64) * nc + (c + 1))  # +1: -1 (none) sorts first
+            pc, cc = pair // nc, pair % nc - 1
+            keep = cc >= 0
+            pc, cc = pc[keep], cc[keep]
+            ptr = np.searchsorted(pc, np.arange(n_conn + 1))
+            return ptr, cc
+        return self._base_extra("conn_collectives", make)  # type: ignore[no-any-return]
+
+    def _flow_labels(self, flows: np.ndarray) -> tuple[list[list[str]], list[list[str]]]:
+        """Per flow (a few: the listed ones): every collective (pattern) whose transfers
+        its connection carries, and their jobs."""
         if self._dag is not None:
             dag = self._dag
+            ptr, cc = self._conn_collectives()
             conn = np.asarray(self._flows.conn, dtype=np.int64)[flows]
-            first = self._conn_first_transfer()
-            x = first[conn]
-            c = dag.stage_coll[dag.xfer_stage[np.maximum(x, 0)]]
-            j = dag.stage_job[dag.xfer_stage[np.maximum(x, 0)]]
-            cn = [c2.name for c2 in dag.collectives]
-            return ([cn[k] if k >= 0 else "" for k in c.tolist()],
-                    [dag.jobs[k] if k >= 0 else "" for k in j.tolist()])
+            colls, jobs = [], []
+            for k in conn.tolist():  # the listed flows: 50 at most
+                ids = cc[ptr[k]:ptr[k + 1]].tolist() if k + 1 < len(ptr) else []
+                colls.append([dag.collectives[i].name for i in ids])
+                jobs.append(list(dict.fromkeys(
+                    dag.jobs[dag.collectives[i].job] for i in ids
+                    if dag.collectives[i].job >= 0)))
+            return colls, jobs
         if self._pattern_of_flow is not None:
-            return [self._patterns[k] for k in self._pattern_of_flow[flows].tolist()], \
-                [""] * len(flows)
-        return [""] * len(flows), [""] * len(flows)
-
-    def _conn_first_transfer(self) -> np.ndarray:
-        x = self._xconn
-        assert x is not None
-        out = np.full(int(x.max()) + 1 if len(x) else 0, -1, dtype=np.int64)
-        out[x[::-1]] = np.arange(len(x))[::-1]
-        return out
-
-    def _flow_collectives(self, flows: np.ndarray, rows: np.ndarray | None) -> list[str]:
-        """Names of the collectives (patterns) of ``flows`` other than the traced ones."""
-        mine = set(self._flow_collectives_all(rows)) if rows is not None else set()
-        return [c for c in self._flow_collectives_all(flows) if c not in mine]
+            return [[self._patterns[k]] for k in self._pattern_of_flow[flows].tolist()], \
+                [[] for _ in range(len(flows))]
+        return [[] for _ in range(len(flows))], [[] for _ in range(len(flows))]
 
     def _flow_collectives_all(self, flows: np.ndarray) -> list[str]:
+        """Names of the collectives (patterns) whose transfers use ``flows``' connections."""
         if self._dag is not None:
             dag = self._dag
             conn = np.unique(np.asarray(self._flows.conn, dtype=np.int64)[flows])
@@ -996,7 +1060,8 @@ class Twin:
                                     "device:iface or link:<id>"))
         after = self._state(key)
         if after.whatif is not None:  # asked before: the same answer, no recount
-            return {**after.whatif, "seconds": round(time.perf_counter() - t0, 4)}
+            return {**after.whatif, "fail": list(key),
+                    "seconds": round(time.perf_counter() - t0, 4)}
         b, a = base.routed, after.routed
         f = a.fabric
         names = f.nodes.name

@@ -558,9 +558,12 @@
     const times = data.times_ns || (state.info.times_ns || []);
     $("heat-time-label").textContent = h.t < 0 ? "whole run" : "step " + h.t + " of " + times.length
       + (times[h.t] !== undefined ? " (" + ms(times[h.t]) + ")" : "");
-    fillTable($("heat-tiers"), ["tier", "direction", "arcs", "mean", "p99", "max"], data.tiers || [],
-      { format: { mean: (v) => metricText(h.metric, v), p99: (v) => metricText(h.metric, v),
-        max: (v) => metricText(h.metric, v) } });
+    fillTable($("heat-tiers"), ["tier", "direction", "arcs", "mean", "active", "mean_active", "p99", "max"],
+      data.tiers || [],
+      { headers: { arcs: "links", mean: "mean (all links)", active: "active links",
+        mean_active: "mean (active links)" },
+        format: { mean: (v) => metricText(h.metric, v), mean_active: (v) => metricText(h.metric, v),
+        p99: (v) => metricText(h.metric, v), max: (v) => metricText(h.metric, v) } });
     const hot = data.hottest || [];
     fillTable($("heat-hottest"), ["from", "from_port", "to", "to_port", "tier", "value"], hot,
       { format: { value: (v) => metricText(h.metric, v) }, onClick: (row) => guarded(() => showLink(row)) });
