@@ -38,6 +38,7 @@ def write_rank(path: Path, nodes: int, id_base: int = 0, tp: int = 8) -> int:
     from chakra.schema.protobuf import et_def_pb2 as pb
     from chakra.src.third_party.utils.protolib import encodeMessage
 
+
     def attr(name: str, **kw):
         return pb.AttributeProto(name=name, **kw)
 
@@ -87,6 +88,8 @@ def make_trace(folder: Path, ranks: int, nodes: int, distinct: int,
     from chakra.schema.protobuf import et_def_pb2 as pb
     from chakra.src.third_party.utils.protolib import encodeMessage
 
+    from aifabric.workload.chakra import first_record
+
     folder.mkdir(parents=True, exist_ok=True)
     made = []
     for k in range(max(1, distinct)):
@@ -99,14 +102,7 @@ def make_trace(folder: Path, ranks: int, nodes: int, distinct: int,
             shutil.copyfile(src, folder / f"bench.{r}.et")
             continue
         data = src.read_bytes()
-        size = shift = pos = 0
-        while True:  # skip the metadata record: a varint length, then the message
-            c = data[pos]
-            pos += 1
-            size |= (c & 0x7F) << shift
-            shift += 7
-            if not c & 0x80:
-                break
+        pos, size = first_record(data)  # skip the metadata record
         with open(folder / f"bench.{r}.et", "wb") as fh:
             encodeMessage(fh, pb.GlobalMetadata(version=f"0.0.4 rank {r}"))
             fh.write(data[pos + size:])

@@ -23,15 +23,7 @@ from aifabric.web.loads import (
     run_transfer_arcs,
 )
 from aifabric.web.topology import overview
-
-# a k=4 fat-tree of 16 single-GPU 100G hosts (as tests/sim/packet/nets.py's FT4)
-FT4 = {"spec": {"name": "ft4",
-                "hosts": {"count": 16, "gpus_per_host": 1, "nics_per_host": 1,
-                          "port_gbps": 100},
-                "switch_models": {"k4": {"ports": 4, "port_gbps": 100}},
-                "topology": {"family": "fat_tree", "k": 4, "switch": {"model": "k4"},
-                             "rail_optimized": False}},
-       "routing": {"policy": "ecmp", "seed_mode": "per_switch"}}
+from tests.sim.packet.nets import FT4  # a k=4 fat-tree of 16 single-GPU 100G hosts
 
 
 def _scenario(doc: dict):

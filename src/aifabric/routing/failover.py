@@ -24,7 +24,8 @@ from aifabric.routing._topo import host_side
 from aifabric.spec.base import StrictModel
 from aifabric.topology.fabric import SWITCH_KINDS, Fabric, LinkKind, NodeKind
 
-__all__ = ["Failure", "compare_routes", "failed_links", "failure_impact", "live_links"]
+__all__ = ["Failure", "compare_routes", "failed_links", "failure_impact", "live_links",
+           "rerouted_flows"]
 
 
 class Failure(StrictModel):
@@ -177,6 +178,23 @@ def failure_impact(fabric: Fabric, alive: np.ndarray) -> dict[str, Any]:
     }
 
 
+def rerouted_flows(before: Any, after: Any) -> np.ndarray:
+    """Bool per flow: delivered before and after (two :class:`Routed` of the same
+    flows), on a path that differs anywhere (the flows :func:`compare_routes` counts as
+    ``rerouted``)."""
+    lb, la = np.diff(before.ptr), np.diff(after.ptr)
+    both = ~after.unreachable & ~before.unreachable
+    differ = both & (lb != la)
+    idx = np.flatnonzero(both & (lb == la))
+    if len(idx):
+        cnt = la[idx]
+        rep = np.repeat(idx, cnt)
+        off = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        neq = before.arcs[before.ptr[rep] + off] != after.arcs[after.ptr[rep] + off]
+        differ[np.unique(rep[neq])] = True
+    return differ
+
+
 def compare_routes(before: Any, after: Any) -> dict[str, int]:
     """What a failure did to the same flows routed without it (two :class:`Routed`).
 
@@ -184,16 +202,7 @@ def compare_routes(before: Any, after: Any) -> dict[str, int]:
     still delivered whose path changed anywhere; ``unreachable``: flows with no path
     after; ``newly_unreachable``: of those, the ones that had a path before.
     """
-    lb, la = np.diff(before.ptr), np.diff(after.ptr)
-    same_len = (lb == la) & ~after.unreachable & ~before.unreachable
-    differ = ~same_len & ~after.unreachable & ~before.unreachable
-    idx = np.flatnonzero(same_len)
-    if len(idx):
-        cnt = la[idx]
-        rep = np.repeat(idx, cnt)
-        off = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        neq = before.arcs[before.ptr[rep] + off] != after.arcs[after.ptr[rep] + off]
-        differ[np.unique(rep[neq])] = True
+    differ = rerouted_flows(before, after)
     return {
         "moved_port": int(after.moved.sum()),
         "rerouted": int(differ.sum()),

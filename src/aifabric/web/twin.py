@@ -121,22 +121,6 @@ def _arc_tiers(f: Fabric) -> np.ndarray:
 _KIND = np.array([k.label for k in NodeKind], dtype=object)
 
 
-def _changed(before: Routed, after: Routed) -> np.ndarray:
-    """Bool per flow: delivered before and after, on another path (the flows
-    :func:`~aifabric.routing.failover.compare_routes` counts as rerouted)."""
-    lb, la = np.diff(before.ptr), np.diff(after.ptr)
-    both = ~after.unreachable & ~before.unreachable
-    differ = both & (lb != la)
-    idx = np.flatnonzero(both & (lb == la))
-    if len(idx):
-        cnt = la[idx]
-        rep = np.repeat(idx, cnt)
-        off = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        neq = before.arcs[before.ptr[rep] + off] != after.arcs[after.ptr[rep] + off]
-        differ[np.unique(rep[neq])] = True
-    return differ
-
-
 @dataclass
 class _State:
     """One failure set, routed."""
@@ -1048,7 +1032,7 @@ class Twin:
     def whatif(self, fail: tuple[str, ...]) -> dict[str, Any]:
         """Fail ``fail`` on top of the scenario's failures and reroute: what moved (as
         ``route`` counts it), what became unreachable, the loads before and after."""
-        from aifabric.routing.failover import compare_routes, failure_impact
+        from aifabric.routing.failover import compare_routes, failure_impact, rerouted_flows
         from aifabric.routing.scenario import path_names
         from aifabric.routing.stats import route_stats
 
@@ -1066,7 +1050,7 @@ class Twin:
         f = a.fabric
         names = f.nodes.name
         fl = a.flows
-        changed = _changed(b, a) | a.moved
+        changed = rerouted_flows(b, a) | a.moved
         moved = np.flatnonzero(changed & ~a.unreachable)
         show = moved[:MOVED_ROWS]
         before_p, after_p = path_names(b, show), path_names(a, show)

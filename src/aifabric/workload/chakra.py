@@ -49,8 +49,8 @@ import numpy as np
 
 from aifabric.errors import Problem, SpecError
 
-__all__ = ["ChakraTrace", "RankGraph", "compile_chakra", "find_rank_files", "read_rank",
-           "read_trace"]
+__all__ = ["ChakraTrace", "RankGraph", "compile_chakra", "find_rank_files", "first_record",
+           "read_rank", "read_trace"]
 
 # Chakra's NodeType and CollectiveCommType values (et_def.proto)
 INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, SEND, RECV, COLL = range(8)
@@ -214,13 +214,9 @@ def read_rank(path: Path, data: bytes | None = None, *, fast: bool = True) -> Ra
     return _read_protobuf(where, data)
 
 
-def _read_fast(where: str, data: bytes) -> RankGraph | None:
-    from aifabric.workload._chakra_wire import ATTR_NAMES, decode
-
-    out = decode(data)
-    if out is None:
-        return None
-    # the metadata record, checked by the package's class (the decoder skips it)
+def first_record(data: bytes) -> tuple[int, int]:
+    """Where an ET file's first record (its GlobalMetadata) starts and how long it is:
+    the varint length prefix read off ``data``."""
     size = shift = pos = 0
     while pos < len(data):
         c = data[pos]
@@ -229,6 +225,17 @@ def _read_fast(where: str, data: bytes) -> RankGraph | None:
         shift += 7
         if not c & 0x80:
             break
+    return pos, size
+
+
+def _read_fast(where: str, data: bytes) -> RankGraph | None:
+    from aifabric.workload._chakra_wire import ATTR_NAMES, decode
+
+    out = decode(data)
+    if out is None:
+        return None
+    # the metadata record, checked by the package's class (the decoder skips it)
+    pos, size = first_record(data)
     from google.protobuf.message import DecodeError
 
     try:
