@@ -64,6 +64,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "metrics": ("metrics", "metrics_cmd",
                 "A finished simulation as OpenMetrics with timestamps, for Prometheus "
                 "backfill."),
+    "results": ("results", "app",
+                "Query the results store of sweeps and runs with SQL (DuckDB), list its "
+                "sweeps, compact its files."),
     "serve": ("serve", "serve_cmd",
               "Serve the twin as a web page: topology, heatmap, collective paths, what-if "
               "failures and the files of a run."),
