@@ -1,9 +1,12 @@
 """aifabric: a digital twin of the networks that train large AI models.
 
->>> from aifabric import load_spec, build_fabric, plan_fabric
->>> fabric = build_fabric(load_spec("examples/hpn-pod.yaml"))   # doctest: +SKIP
->>> plan_fabric(fabric)["gpus"]                                  # doctest: +SKIP
+>>> import aifabric as af
+>>> fabric = af.build_fabric(af.load_spec("examples/hpn-pod.yaml"))   # doctest: +SKIP
+>>> af.plan(fabric).gpus                                              # doctest: +SKIP
 15360
+>>> res = af.simulate(af.load_scenario("examples/scenarios/allreduce-hpn.yaml"))  # +SKIP
+
+The public API is documented in docs/api.md (:mod:`aifabric.api`).
 
 The names below import on first use (module ``__getattr__``): ``import aifabric`` and
 the command line's start-up stay free of pydantic, scipy and numba until needed.
@@ -15,42 +18,138 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from aifabric.api import (
+        BuildResult,
+        CheckResult,
+        GoodputRun,
+        Plan,
+        Proposal,
+        Result,
+        RouteResult,
+        build,
+        build_scenario,
+        check,
+        check_template,
+        goodput,
+        load_scenario,
+        plan,
+        propose,
+        results,
+        route,
+        simulate,
+    )
     from aifabric.errors import Problem, SpecError
+    from aifabric.goodput.spec import GoodputScenario
+    from aifabric.overrides import (
+        apply_overrides,
+        check_override_path,
+        content_hash,
+        scenario_document,
+    )
     from aifabric.plan import plan_fabric
+    from aifabric.scenario import Scenario
+    from aifabric.sim.scenario import ChakraSpec, CollectiveSpec, JobSpec, SimScenario
     from aifabric.spec import Spec, load_spec, spec_from_dict
+    from aifabric.spec.models import Routing
     from aifabric.topology import Fabric, LinkKind, NodeKind, build_fabric
 
 #: public name -> the module that defines it
 _LAZY = {
+    "BuildResult": "aifabric.api",
+    "ChakraSpec": "aifabric.sim.scenario",
+    "CheckResult": "aifabric.api",
+    "CollectiveSpec": "aifabric.sim.scenario",
     "Fabric": "aifabric.topology",
+    "GoodputRun": "aifabric.api",
+    "GoodputScenario": "aifabric.goodput.spec",
+    "JobSpec": "aifabric.sim.scenario",
     "LinkKind": "aifabric.topology",
     "NodeKind": "aifabric.topology",
+    "Plan": "aifabric.api",
+    "Proposal": "aifabric.api",
     "Problem": "aifabric.errors",
+    "Result": "aifabric.api",
+    "RouteResult": "aifabric.api",
+    "Routing": "aifabric.spec.models",
+    "Scenario": "aifabric.scenario",
+    "SimScenario": "aifabric.sim.scenario",
     "Spec": "aifabric.spec",
     "SpecError": "aifabric.errors",
+    "apply_overrides": "aifabric.overrides",
+    "build": "aifabric.api",
     "build_fabric": "aifabric.topology",
+    "check": "aifabric.api",
+    "check_override_path": "aifabric.overrides",
+    "check_template": "aifabric.api",
+    "content_hash": "aifabric.overrides",
+    "goodput": "aifabric.goodput",  # the callable package
+    "load_scenario": "aifabric.api",
     "load_spec": "aifabric.spec",
+    "plan": "aifabric.plan",  # the callable package (see _CALLABLE_PACKAGES)
     "plan_fabric": "aifabric.plan",
+    "propose": "aifabric.api",
+    "results": "aifabric.store",
+    "route": "aifabric.api",
+    "build_scenario": "aifabric.api",
+    "scenario_document": "aifabric.overrides",
+    "simulate": "aifabric.api",
     "spec_from_dict": "aifabric.spec",
 }
 
 __all__ = [
+    "BuildResult",
+    "ChakraSpec",
+    "CheckResult",
+    "CollectiveSpec",
     "Fabric",
+    "GoodputRun",
+    "GoodputScenario",
+    "JobSpec",
     "LinkKind",
     "NodeKind",
+    "Plan",
     "Problem",
+    "Proposal",
+    "Result",
+    "RouteResult",
+    "Routing",
+    "Scenario",
+    "SimScenario",
     "Spec",
     "SpecError",
+    "apply_overrides",
+    "build",
     "build_fabric",
+    "build_scenario",
+    "check",
+    "check_override_path",
+    "check_template",
+    "content_hash",
+    "goodput",
+    "load_scenario",
     "load_spec",
+    "plan",
     "plan_fabric",
+    "propose",
+    "results",
+    "route",
+    "scenario_document",
+    "simulate",
     "spec_from_dict",
 ]
 
 __version__ = "0.1.0"
 
 
+#: API functions named like a subpackage: ``aifabric.plan`` and ``aifabric.goodput`` are the
+#: subpackages, whose modules are callable (calling one calls :func:`aifabric.api.plan` /
+#: :func:`aifabric.api.goodput`), so ``af.plan(fab)`` works whichever was imported first
+_CALLABLE_PACKAGES = frozenset({"plan", "goodput"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _CALLABLE_PACKAGES:  # importing it sets it on this package
+        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'aifabric' has no attribute {name!r}")

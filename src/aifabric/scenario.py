@@ -20,21 +20,27 @@ fields (``class SimScenario(Scenario)``) and load them with
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.failover import Failure
 from aifabric.routing.traffic import TrafficPattern
 from aifabric.spec.base import StrictModel
-from aifabric.spec.load import load_spec, load_yaml, spec_from_dict
+from aifabric.spec.load import load_yaml, spec_from_dict
 from aifabric.spec.models import Routing, Spec
 from aifabric.spec.names import Text
 from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["Scenario", "load_scenario", "scenario_from_dict"]
+
+#: set while ``Scenario.model_validate`` runs: its errors stay pydantic's
+_VALIDATING: ContextVar[bool] = ContextVar("aifabric_scenario_validating", default=False)
 
 
 class Scenario(StrictModel):
@@ -56,6 +62,68 @@ class Scenario(StrictModel):
     _file: str | None = PrivateAttr(default=None)
     _base_dir: Path | None = PrivateAttr(default=None)
     _spec_file: str | None = PrivateAttr(default=None)
+    #: the document as written (scenario_from_dict): overrides re-validate from it
+    _document: dict[str, Any] | None = PrivateAttr(default=None)
+    #: the spec file's document, when ``spec`` names a file
+    _spec_document: dict[str, Any] | None = PrivateAttr(default=None)
+    #: built in code with routing overrides: the spec as given, before they were merged
+    #: (its document keeps them apart, as a YAML file does)
+    _given_spec: Any = PrivateAttr(default=None)
+
+    def __init__(self, /, **data: Any) -> None:
+        """Build a scenario in code (``SimScenario(name=..., spec=spec, jobs=[...])``);
+        bad input is a SpecError naming the fields, as from YAML. (``model_validate``,
+        which pydantic runs through this method too, keeps raising ValidationError.)"""
+        if _VALIDATING.get():
+            super().__init__(**data)
+            return
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise SpecError(problems_from_validation(err, type(self), None)) from None
+        given = data.get("spec")
+        if self.routing is not None and given is not None and given is not self.spec:
+            self._given_spec = copy.deepcopy(given) if isinstance(given, dict) else given
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:  # type: ignore[override]
+        token = _VALIDATING.set(True)
+        try:
+            return super().model_validate(obj, **kwargs)
+        finally:
+            _VALIDATING.reset(token)
+
+    @model_validator(mode="after")
+    def _merge_routing(self) -> Scenario:
+        """The ``routing`` overrides merged into ``spec.routing`` (only the fields given;
+        merging again changes nothing), from YAML and in code alike."""
+        if self.routing is not None and self.routing.model_fields_set:
+            merged = self.spec.routing.model_copy(
+                update={k: getattr(self.routing, k) for k in self.routing.model_fields_set})
+            if merged != self.spec.routing:
+                object.__setattr__(self, "spec", self.spec.model_copy(
+                    update={"routing": merged}))
+        return self
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> Self:
+        """A copy; with ``update`` the document as written no longer describes it, so
+        it is dropped (the copy's document is then its fields, see
+        :func:`aifabric.overrides.scenario_document`)."""
+        out = super().model_copy(update=update, deep=deep)
+        if update:
+            out._document = None
+            out._spec_document = None
+            out._given_spec = None
+        return out
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Self:
+        """This scenario with dotted paths of its document set to new values
+        (``{"routing.seed_mode": "per_switch", "jobs.0.seed": 3}``); see
+        :func:`aifabric.overrides.apply_overrides`."""
+        from aifabric.overrides import apply_overrides
+
+        return apply_overrides(self, overrides)
 
     @property
     def file(self) -> str | None:
@@ -90,11 +158,13 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
     if not isinstance(data, dict):
         raise SpecError(Problem("", f"a scenario must be a mapping, got {type(data).__name__}",
                                 file))
+    written = copy.deepcopy(data)
     data = dict(data)
     problems: list[Problem] = []
     raw = data.get("spec")
     spec: Spec | None = None
     spec_file: str | None = None
+    spec_doc: Any = None
     if raw is None:
         problems.append(Problem("spec", "required field is missing; allowed: a path to a "
                                 "spec file or an embedded spec mapping", file))
@@ -104,7 +174,8 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
             p = base_dir / p
         spec_file = str(p)
         try:
-            spec = load_spec(p)
+            spec_doc = load_yaml(p)
+            spec = spec_from_dict(spec_doc, str(p))  # = load_spec(p), keeping the document
         except SpecError as err:
             problems.extend(Problem(q.path, q.message, q.file) if q.file else
                             Problem(f"spec.{q.path}" if q.path else "spec", q.message, file)
@@ -118,7 +189,6 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
     else:
         problems.append(Problem("spec", f"got {type(raw).__name__}; allowed: a path to a "
                                 "spec file or an embedded spec mapping", file))
-    overrides = data.get("routing")
     if spec is not None:
         data["spec"] = spec
     else:
@@ -134,13 +204,12 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
     if problems:
         raise SpecError(problems)
     assert sc is not None and spec is not None
-    if isinstance(overrides, dict) and sc.routing is not None:
-        merged = spec.routing.model_copy(
-            update={k: getattr(sc.routing, k) for k in sc.routing.model_fields_set})
-        sc = sc.model_copy(update={"spec": spec.model_copy(update={"routing": merged})})
+    # (the routing overrides are merged into spec.routing by Scenario._merge_routing)
     sc._file = file
     sc._base_dir = base_dir
     sc._spec_file = spec_file
+    sc._document = written
+    sc._spec_document = spec_doc if isinstance(spec_doc, dict) else None
     return sc
 
 

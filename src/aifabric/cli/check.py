@@ -10,50 +10,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import typer
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from aifabric.cli._common import MAX_MEMORY, build, console, err_console, load_specs, write_atomic
-from aifabric.configs import BuildContext
-from aifabric.configs.build import SPEC_FILE
-from aifabric.configs.check import compare, expected_inventory, parse_inventory
-from aifabric.errors import Problem, SpecError
-from aifabric.spec.load import (
-    DuplicateKeyError,
-    FastStrictLoader,
-    json_no_duplicates,
-    yaml_error,
-)
+from aifabric import api
+from aifabric.cli._common import MAX_MEMORY, console, err_console, write_atomic
 
-_Loader = FastStrictLoader  # libyaml's parser; a key twice in a mapping is an error
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 PROGRESS_DEVICES = 500
-
-
-def _read_inventory(path: Path) -> Any:
-    name = str(path)
-    if not path.is_file():
-        raise SpecError(Problem("", "file not found", name))
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".json":  # large inventories: JSON parses ~50x faster than YAML
-            try:
-                return json.loads(text, object_pairs_hook=json_no_duplicates)
-            except json.JSONDecodeError as exc:
-                raise SpecError(Problem("", f"invalid JSON: line {exc.lineno}, column "
-                                        f"{exc.colno}: {exc.msg}", name)) from None
-            except DuplicateKeyError as exc:
-                raise SpecError(Problem("", f"invalid JSON: {exc}", name)) from None
-        return yaml.load(text, Loader=_Loader)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(Problem("", f"cannot read: {exc}", name)) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(Problem("", yaml_error(exc, "YAML/JSON"), name)) from None
 
 
 def check_cmd(
@@ -76,62 +45,26 @@ def check_cmd(
         from aifabric.outputs import check_target
 
         check_target(template, option="--template", folder=False)
-    # BUILD is a build folder (its spec.yaml), or the spec itself (the plan is rebuilt)
-    spec_file = build_dir if build_dir.is_file() else build_dir / SPEC_FILE
-    if not spec_file.is_file():
-        raise SpecError(Problem("", f"not an aifabric build folder (no {SPEC_FILE}); allowed: "
-                                "a folder written by aifabric build", str(build_dir)))
-    (s,) = load_specs([spec_file])
-    fabric = build(s, spec_file)
-    try:
-        ctx = BuildContext.of(fabric)
-    except SpecError as err:
-        raise err.with_file(str(spec_file)) from None
-    expected = expected_inventory(ctx)
-    if template is not None:
+        expected = api.check_template(build_dir)
         text = (json.dumps(expected, indent=1) + "\n" if template.suffix == ".json"
                 else yaml.dump(expected, Dumper=_Dumper, sort_keys=False))
         write_atomic(template, text, option="--template")
         console.print(f"wrote {template}: planned facts of {len(expected['hosts']):,} hosts "
                       f"and {len(expected['switches']):,} switches")
         return
-    unusable: list = []
-    if inventory is not None and facts is not None:
-        raise SpecError(Problem("--facts", "given with --inventory; allowed: one of them"))
-    if facts is not None:
-        from aifabric.configs.ansible import plan_id
-        from aifabric.configs.check import read_facts_folder
 
-        if not facts.is_dir():
-            raise SpecError(Problem("--facts", f"{facts} is not a folder; allowed: the facts "
-                                    "folder preflight.yml wrote (<build>/facts)"))
-        from aifabric.spec import dump_spec
+    @contextmanager
+    def bar(total: int):
+        with Progress(TextColumn("{task.description}", markup=False), BarColumn(),
+                      MofNCompleteColumn(), console=err_console, transient=True,
+                      disable=total <= PROGRESS_DEVICES) as prog:
+            task = prog.add_task("checking", total=total)
+            yield lambda n: prog.advance(task, n)
 
-        # the digest of the spec.yaml the build wrote (a spec given directly: as dumped)
-        text = (spec_file.read_text(encoding="utf-8") if spec_file.name == SPEC_FILE
-                and not build_dir.is_file() else dump_spec(fabric.spec))
-        plan = plan_id(text, fabric.spec.name)
-        doc, unusable = read_facts_folder(facts, ctx, plan)
-        if not unusable and not doc["hosts"] and not doc["switches"]:
-            raise SpecError(Problem("--facts", f"{facts} holds no facts file (<device>.json); "
-                                    "allowed: the folder preflight.yml wrote"))
-        inv = parse_inventory(doc, str(facts), ctx)
-    elif inventory is None:
-        raise SpecError(Problem("--inventory", "missing; allowed: a YAML/JSON file of "
-                                "collected facts (see --template), or --facts FOLDER"))
-    else:
-        inv = parse_inventory(_read_inventory(inventory), str(inventory), ctx)
-    total = len(expected["hosts"]) + len(expected["switches"])
-    with Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
-                  console=err_console, transient=True,
-                  disable=total <= PROGRESS_DEVICES) as bar:
-        task = bar.add_task("checking", total=total)
-        devs = compare(expected, inv, partial=partial, progress=lambda n: bar.advance(task, n))
-    if unusable:  # a device whose file could not be used is reported once, by its file
-        skip = {d.device for d in unusable}
-        devs = unusable + [d for d in devs if not (d.device in skip and d.field == "device")]
+    res = api.check(build_dir, inventory=inventory, facts=facts, partial=partial, progress=bar)
+    devs = res.deviations
     if as_json:
-        console.print_json(json.dumps([d.__dict__ for d in devs]))
+        console.print_json(json.dumps(res.to_list()))
     else:
         groups: dict[str, list] = defaultdict(list)
         for d in devs:
@@ -145,7 +78,7 @@ def check_cmd(
             console.print(t)
         n_dev = len({d.device for d in devs})
         console.print(f"{len(devs)} deviation(s) on {n_dev} device(s)" if devs else
-                      f"no deviations: {len(inv.hosts):,} hosts and {len(inv.switches):,} "
+                      f"no deviations: {res.hosts:,} hosts and {res.switches:,} "
                       "switches match the plan")
     if devs:
         raise typer.Exit(1)

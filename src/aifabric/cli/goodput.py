@@ -9,7 +9,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import MAX_MEMORY, build, console, styled
+from aifabric import api
+from aifabric.cli._common import MAX_MEMORY, console, styled
 from aifabric.errors import Problem, SpecError
 
 __all__ = ["goodput_cmd"]
@@ -108,24 +109,16 @@ def goodput_cmd(
     if seed is not None and not 0 <= seed < 1 << 63:
         raise SpecError(Problem("--seed", f"got {seed}; allowed: 0 to 2**63 - 1"))
     h = _horizon(horizon)
+    from aifabric.goodput.report import MARKER, write_goodput
+
     if out is not None:  # a bad --out fails before the run, not after
-        from aifabric.goodput.report import MARKER
         from aifabric.outputs import check_target
 
         check_target(out, option="--out", folder=True, **MARKER)
-    from aifabric.goodput.model import run_goodput
-    from aifabric.goodput.report import jsonable, write_goodput
-    from aifabric.goodput.spec import GoodputScenario
-    from aifabric.scenario import load_scenario
-
-    sc = load_scenario(scenario, GoodputScenario)
-    fabric = build(sc.spec, sc.spec_file or scenario)
-    try:
-        res = run_goodput(sc, fabric, trials=trials, seed=seed, horizon=h)
-    except SpecError as err:
-        raise err.with_file(str(scenario)) from None
-    files = write_goodput(res, out) if out is not None else None
+    res = api.goodput(api.load_scenario(scenario, kind="goodput"), trials=trials, seed=seed,
+                      horizon=h)
+    files = write_goodput(res.raw, out) if out is not None else None
     if as_json:
-        typer.echo(json.dumps(jsonable(res.summary), indent=2))
+        typer.echo(json.dumps(res.summary, indent=2))
         return
-    _render(res.summary, files, out)
+    _render(res.raw.summary, files, out)

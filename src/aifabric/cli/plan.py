@@ -11,10 +11,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from aifabric import api
 from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, styled, write_atomic
 from aifabric.errors import Problem, SpecError
 from aifabric.plan import PAIR_KINDS, plan_fabric
-from aifabric.plan.propose import RANK_RULE, propose, ranked
+from aifabric.plan.propose import RANK_RULE
 from aifabric.spec import dump_spec
 
 
@@ -115,27 +116,14 @@ def _propose(gpus: int, nic_gbps: int, switch_ports: int, switch_gbps: int,
         from aifabric.outputs import check_target
 
         check_target(write, option="--write", folder=False)
-    cands, best = propose(gpus=gpus, nic_gbps=nic_gbps, switch_ports=switch_ports,
-                          switch_gbps=switch_gbps, gpus_per_host=gpus_per_host,
-                          nics_per_host=nics_per_host)
-    if best is None:
-        raise SpecError([Problem("--gpus", f"no design fits {gpus} GPUs with "
-                                 f"{switch_ports} x {switch_gbps}G switches: {c.label}: "
-                                 f"{c.reason}") for c in cands])
-    assert best.spec is not None
+    prop = api.propose(gpus=gpus, nic_gbps=nic_gbps, switch_ports=switch_ports,
+                       switch_gbps=switch_gbps, gpus_per_host=gpus_per_host,
+                       nics_per_host=nics_per_host, option="--gpus")
+    best, order = prop.chosen, prop.candidates
     if write is not None:
-        write_atomic(write, dump_spec(best.spec), option="--write")
-    order = ranked(cands)
+        write_atomic(write, dump_spec(prop.spec), option="--write")
     if as_json:
-        out = {"rank_rule": RANK_RULE,
-               "candidates": [{"rank": i + 1 if c.fits else None, "design": c.label,
-                               "family": c.spec.topology.family if c.spec else None,
-                               "tiers": c.tiers, "fits": c.fits, "reason": c.reason or None,
-                               "oversubscription": c.oversubscription if c.fits else None,
-                               "backup_hosts": c.plan["backup_hosts"] if c.plan else None,
-                               "plan": c.plan} for i, c in enumerate(order)],
-               "chosen": best.label, "spec": json.loads(best.spec.model_dump_json())}
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(prop.to_dict(), indent=2))
         return
     t = Table(title=f"candidate designs for {gpus:,} GPUs, {nic_gbps}G NICs, "
               f"{switch_ports} x {switch_gbps}G switches", title_justify="left")

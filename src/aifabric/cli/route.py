@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
-from aifabric.cli._common import MAX_MEMORY, build, console, styled
+from aifabric import api
+from aifabric.api import check_table_format, flow_table, link_table
+from aifabric.cli._common import MAX_MEMORY, console, styled
 from aifabric.errors import Problem, SpecError
-from aifabric.routing.route import Routed
-from aifabric.routing.scenario import path_names, run_scenario
-from aifabric.routing.stats import TIERS, tier_of_arcs
-from aifabric.scenario import Scenario, load_scenario
-from aifabric.spec.models import Routing
-from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.routing.scenario import run_scenario
 
-__all__ = ["route_cmd", "run_scenario"]
+__all__ = ["flow_table", "link_table", "route_cmd", "run_scenario"]
 
 
 def _mib(x: float) -> str:
@@ -83,152 +79,6 @@ def _render(rep: dict[str, Any]) -> None:
                       f"{fl['unreachable']:,} (newly {fl['newly_unreachable']:,})")
 
 
-# ------------------------------------------------------------------ tables
-def _iface(f: Fabric, node: np.ndarray, port: np.ndarray) -> np.ndarray:
-    kind = f.nodes.kind[node]
-    sw = np.isin(kind, (NodeKind.TOR, NodeKind.AGG, NodeKind.CORE))
-    nic = kind == NodeKind.NIC
-    out = np.full(len(node), "", dtype=object)
-    out[sw] = np.strings.add("Ethernet", port[sw].astype(np.str_)).astype(object)
-    r = f.nodes.rail[node[nic]].astype(np.str_)
-    s = f.nodes.side[node[nic]].astype(np.str_)
-    out[nic] = np.strings.add(np.strings.add(np.strings.add("ens", r), "f"), s).astype(object)
-    return out
-
-
-def _device(f: Fabric, node: np.ndarray) -> np.ndarray:
-    nic = f.nodes.kind[node] == NodeKind.NIC
-    dev = f.nodes.name[node].astype(object)
-    dev[nic] = f.nodes.name[f.host_node[f.nodes.host[node[nic]]]].astype(object)
-    return dev
-
-
-def link_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per link direction: ends, interfaces, tier, capacity, state, flows, bytes."""
-    f = routed.fabric
-    src, dst, cap = f.arcs
-    arc = np.arange(2 * f.n_links)
-    link = arc // 2
-    up = arc % 2 == 0
-    links = f.links
-    sport = np.where(up, links.a_port[link], links.b_port[link])
-    dport = np.where(up, links.b_port[link], links.a_port[link])
-    tier_idx = tier_of_arcs(routed)
-    labels = np.array([t[0] for t in TIERS], dtype=object)
-    return {
-        "arc": arc, "link": link, "direction": np.where(up, "up", "down").astype(object),
-        "tier": labels[tier_idx],
-        "from": _device(f, src), "from_port": _iface(f, src, sport),
-        "to": _device(f, dst), "to_port": _iface(f, dst, dport),
-        "capacity_gbps": cap, "alive": np.repeat(routed.alive, 2),
-        "flows": routed.arc_flows(), "bytes": routed.arc_bytes(),
-    }
-
-
-def _ip(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint32)
-    parts = [((x >> np.uint32(s)) & np.uint32(255)).astype(np.str_) for s in (24, 16, 8, 0)]
-    out = parts[0]
-    for p in parts[1:]:
-        out = np.strings.add(np.strings.add(out, "."), p)
-    return np.where(x == 0, "", out).astype(object)
-
-
-def flow_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per flow: endpoints, NIC ports, 5-tuple, bytes, state, path (node names)."""
-    f = routed.fabric
-    fl = routed.flows
-    names = f.nodes.name.astype(object)
-    nic_name = np.where(fl.src_nic >= 0, names[np.maximum(fl.src_nic, 0)], "")
-    dnic_name = np.where(fl.dst_nic >= 0, names[np.maximum(fl.dst_nic, 0)], "")
-    n = len(fl)
-    hops = np.diff(routed.ptr)
-    path = path_names(routed)  # node names along the path; sprayed: see the links table
-    return {
-        "flow": np.arange(n), "conn": fl.conn, "qp": fl.qp,
-        "src_gpu": names[fl.src_gpu], "dst_gpu": names[fl.dst_gpu],
-        "src_nic": nic_name, "dst_nic": dnic_name,
-        "src_ip": _ip(fl.src_ip), "dst_ip": _ip(fl.dst_ip), "sport": fl.sport,
-        "dport": fl.dport, "proto": fl.proto, "size_bytes": fl.size_bytes,
-        "unreachable": routed.unreachable, "moved": routed.moved, "hops": hops,
-        "path": path,
-    }
-
-
-def _write_table(cols: dict[str, np.ndarray], path: Path, fmt: str) -> None:
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({k: list(v) if v.dtype == object else v
-                                 for k, v in cols.items()}), path)
-        return
-    import csv
-
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(list(cols))
-        w.writerows(zip(*(c.tolist() for c in cols.values()), strict=True))
-
-
-def _histogram(routed: Routed, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
-    import matplotlib.pyplot as plt
-
-    by = routed.arc_bytes()
-    tier = tier_of_arcs(routed)
-    src, dst, _ = routed.fabric.arcs
-    shown = []
-    for i, (label, _, _) in enumerate(TIERS):
-        sel = tier == i
-        senders = np.zeros(routed.fabric.n_nodes, dtype=bool)
-        senders[src[sel & (by > 0)]] = True
-        backup = routed.fabric.nodes.backup
-        cand = sel & senders[src] & np.repeat(routed.alive, 2) & ~backup[src] & ~backup[dst]
-        if cand.any():
-            shown.append((label, by[cand] / 2**20))
-    fig, axes = plt.subplots(len(shown) or 1, 1, figsize=(7, 1.9 * max(1, len(shown))),
-                             squeeze=False)
-    for ax, (label, v) in zip(axes[:, 0], shown, strict=False):
-        ax.hist(v, bins=40, color="#4477aa")
-        ax.set_title(f"{label}: {len(v):,} links, {int((v == 0).sum()):,} idle", fontsize=9)
-        ax.set_ylabel("links", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[-1, 0].set_xlabel("load per link direction (MiB)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _write_out(out: Path, routed: Routed, report: dict[str, Any], fmt: str,
-               record: str | None = None) -> list[str]:
-    """Build every output in a temporary folder, then move it into ``out`` at once
-    (:func:`aifabric.outputs.atomic_folder`); ``record``: the text of ``run.json``
-    (:mod:`aifabric.runinfo`), what the run was made from."""
-    from aifabric.outputs import ROUTE, atomic_folder
-
-    ext = "parquet" if fmt == "parquet" else "csv"
-    names = [f"links.{ext}", f"flows.{ext}", "link_load_hist.png", "report.json"]
-    with atomic_folder(out, option="--out", **ROUTE) as tmp:
-        _write_table(link_table(routed), tmp / names[0], fmt)
-        _write_table(flow_table(routed), tmp / names[1], fmt)
-        _histogram(routed, tmp / names[2])
-        (tmp / names[3]).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        if record is not None:
-            (tmp / "run.json").write_text(record, encoding="utf-8")
-            names.append("run.json")
-    return names
-
-
-def _with_spec(sc: Scenario, spec: Any) -> Scenario:
-    out = sc.model_copy(update={"spec": spec})
-    out._file, out._base_dir, out._spec_file = sc._file, sc._base_dir, sc._spec_file
-    return out
-
-
 def route_cmd(
     scenario: Path = typer.Argument(..., help="scenario (YAML)", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -240,38 +90,23 @@ def route_cmd(
 ) -> None:
     """Where the flows of a scenario go: per-tier link loads, idle uplinks, the most
     loaded link, dual-ToR port balance, failover."""
-    if fmt not in ("csv", "parquet"):
-        raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
-    if fmt == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise SpecError(Problem("--format", "parquet needs pyarrow, which is an extra: "
-                                    "pip install -e '.[parquet]' (or pip install "
-                                    "'aifabric[parquet]'); allowed without it: csv")) from None
+    check_table_format(fmt)
     if out is not None:  # a bad --out fails before routing, not after
         from aifabric.outputs import ROUTE, check_target
 
         check_target(out, option="--out", folder=True, **ROUTE)
-    sc = load_scenario(scenario)
-    if policy is not None:
-        allowed = get_args(Routing.model_fields["policy"].annotation)
-        if policy not in allowed:
-            raise SpecError(Problem("--policy", f"unknown policy {policy!r}; allowed: "
-                                    f"{', '.join(allowed)}"))
-        spec = sc.spec.model_copy(update={"routing": sc.policy.model_copy(
-            update={"policy": policy})})
-        sc = _with_spec(sc, spec)
-    fabric = build(sc.spec, sc.spec_file or scenario)
-    routed, report = run_scenario(sc, fabric)
+    sc = api.load_scenario(scenario, kind="route")
+    try:
+        res = api.route(sc, policy=policy)
+    except SpecError as err:  # the option's name as the command line spells it
+        raise SpecError(Problem("--policy" if p.path == "policy" else p.path, p.message,
+                                p.file) for p in err.problems) from None
     if out is not None:
-        from aifabric.runinfo import run_record_text
-
-        _write_out(out, routed, report, fmt, record=run_record_text(sc, "route", scenario))
+        res.save(out, fmt, option="--out", scenario_file=scenario)
     if as_json:
-        typer.echo(json.dumps(report, indent=2))
+        typer.echo(json.dumps(res.summary, indent=2))
         return
-    _render(report)
+    _render(res.summary)
     if out is not None:
         console.print(f"wrote {out}/: links, flows, link_load_hist.png, report.json, "
                       "run.json")

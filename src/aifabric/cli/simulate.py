@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 from rich.progress import (
     BarColumn,
@@ -20,13 +19,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from aifabric.cli._common import MAX_MEMORY, build, console, err_console, styled
+from aifabric import api
+from aifabric.api import Result
+from aifabric.cli._common import MAX_MEMORY, console, err_console, styled
 from aifabric.errors import SpecError
 from aifabric.report.markdown import fmt_ms, fmt_num, packet_counts
-from aifabric.scenario import load_scenario
 from aifabric.sim.results import SimResult
-from aifabric.sim.run import compile_workload, simulate
-from aifabric.sim.scenario import SimScenario
 
 __all__ = ["exit_on_attention", "load_and_run", "print_result", "simulate_cmd"]
 
@@ -95,31 +93,27 @@ def _event_progress(label: str):
             state["prog"].stop()
 
 
+@contextmanager
+def _bars(kind: str, total: int, label: str):
+    """The progress bars of :func:`aifabric.api.simulate` on stderr (``bars``)."""
+    if kind == "events":
+        with _event_progress(label) as evp:
+            yield evp
+    else:
+        with _progress(total, label) as prog:
+            yield prog
+
+
+def run(path: Path, sim: str | None = None, max_events: float | None = 2e8) -> Result:
+    """:func:`aifabric.api.simulate` of a scenario file, with the CLI's progress bars."""
+    return api.simulate(path, sim=sim, max_events=max_events, bars=_bars)
+
+
 def load_and_run(path: Path, sim: str | None = None,
                  max_events: float | None = 2e8) -> SimResult:
     """Load a scenario file, build its fabric, simulate it (problems name the file);
     a packet run estimated above ``max_events`` events (None: no limit) is refused."""
-    scn = load_scenario(path, SimScenario)
-    if sim is not None:
-        scn = scn.model_copy(update={"sim": sim})
-    fabric = build(scn.spec, scn.spec_file or path)
-    from aifabric.runinfo import RUN_JSON, run_record_text
-
-    try:
-        wl = compile_workload(scn, fabric)
-        label = f"simulating {scn.name}"
-        if scn.sim == "packet":
-            with _event_progress(label) as evp:
-                res = simulate(scn, fabric, workload=wl, events_progress=evp,
-                               max_events=float("inf") if max_events is None else max_events)
-        else:
-            with _progress(wl.dag.n_stages, label) as prog:
-                res = simulate(scn, fabric, progress=prog, workload=wl)
-    except SpecError as err:
-        raise err.with_file(str(path)) from None
-    # what the run was made from: write_report puts it beside the tables (run.json)
-    res.meta.setdefault("files", {})[RUN_JSON] = run_record_text(scn, "simulate", path)
-    return res
+    return run(path, sim, max_events).raw
 
 
 #: rows of the console's collective table (the rest: collectives.csv)
@@ -249,19 +243,7 @@ def fct_line(fc: dict[str, Any], where: str) -> str:
             f"{fc['fct_ns_p50'] / 1e3:.1f} us  p99 {fc['fct_ns_p99'] / 1e3:.1f} us; in {where}")
 
 
-def _jsonable(x: Any) -> Any:
-    """Plain JSON: numpy scalars as numbers, NaN and infinities (an unfinished
-    collective's time, a rate never measured) as null."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, dict):
-            return {k: clean(w) for k, w in v.items()}
-        if isinstance(v, list | tuple):
-            return [clean(w) for w in v]
-        if isinstance(v, float) and not np.isfinite(v):
-            return None
-        return v
-    return clean(json.loads(json.dumps(
-        x, default=lambda v: v.item() if hasattr(v, "item") else str(v))))
+_jsonable = api.jsonable  # (compare imports it from here)
 
 
 def simulate_cmd(
@@ -274,6 +256,10 @@ def simulate_cmd(
                                    "flow, analytic or packet"),
     max_memory: str | None = MAX_MEMORY,
     max_events: float = MAX_EVENTS,
+    store: Path | None = typer.Option(None, "--store", help="append the run (summary row "
+                                      "and tables) to this results store"),
+    sweep: str | None = typer.Option(None, "--sweep", help="with --store: the sweep to "
+                                     "file the run under (default: adhoc)"),
 ) -> None:
     """Simulate a scenario: completion time, algbw and busbw of every collective,
     iteration and exposed communication time of every job, link utilization, the
@@ -289,17 +275,37 @@ def simulate_cmd(
         from aifabric.outputs import REPORT, check_target
 
         check_target(out, option="--out", folder=True, **REPORT)
-    r = load_and_run(scenario, sim, check_max_events(max_events))
-    if out is not None:
-        from aifabric.report import write_report
+    if sweep is not None and store is None:
+        raise SpecError(Problem("--sweep", "needs --store; allowed: --store DIR --sweep NAME"))
+    if store is not None:  # a bad store or sweep name fails before the run, too
+        from aifabric.store import check_name
+        from aifabric.store.store import need_data
 
-        report = write_report([r], out, fmt=fmt)
+        need_data()
+        check_name(sweep if sweep is not None else "adhoc", "--sweep")
+        if store.exists() and not store.is_dir():
+            raise SpecError(Problem("--store", f"{store} is not a folder; allowed: a results "
+                                    "store folder (created when missing)"))
+    import time
+
+    started = time.perf_counter()
+    res = run(scenario, sim, check_max_events(max_events))
+    wall_s = time.perf_counter() - started
+    r = res.raw
+    if out is not None:
+        report = res.save(out, fmt, option="--out") / "report.md"
+    run_id = None
+    if store is not None:
+        run_id = res.to_store(store, sweep=sweep or "adhoc",
+                              timing={"wall_s": wall_s, "executor": "cli"})
     if as_json:
-        typer.echo(json.dumps(_jsonable(r.summary), indent=2))
+        typer.echo(json.dumps(res.summary, indent=2))
     else:
         print_result(r, out, fmt)
     if out is not None and not as_json:
         console.print(f"wrote {report} (+ tables and plots in {out})")
+    if run_id is not None and not as_json:
+        console.print(f"stored run {run_id[:12]} in {store} (sweep {sweep or 'adhoc'})")
     exit_on_attention([r])
 
 

@@ -9,11 +9,40 @@ hosts and multi-level checkpoints buy back (``aifabric goodput``).
 * :mod:`~aifabric.goodput.montecarlo` — the vectorised Monte Carlo engine;
 * :mod:`~aifabric.goodput.model` — all of it for one scenario (:func:`run_goodput`);
 * :mod:`~aifabric.goodput.report` — tables, JSON and plots.
+
+The package is also the API function: ``aifabric.goodput(scn)`` is
+:func:`aifabric.api.goodput` (the package's module is callable, so ``import
+aifabric.goodput`` — which makes the package an attribute of ``aifabric`` — never hides
+the function).
 """
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 __all__ = ["run_goodput"]
+
+
+class _CallablePackage(types.ModuleType):
+    """This package's module type: calling it calls :func:`aifabric.api.goodput`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from aifabric.api import goodput
+
+        return goodput(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> Any:  # inspect.signature(aifabric.goodput): the function's
+        import inspect
+
+        from aifabric.api import goodput
+
+        return inspect.signature(goodput)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
 
 
 def __getattr__(name: str):  # lazy: the CLI's --help imports none of it
