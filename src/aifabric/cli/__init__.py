@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "metrics": ("metrics", "metrics_cmd",
                 "A finished simulation as OpenMetrics with timestamps, for Prometheus "
                 "backfill."),
+    "sweep": ("sweep", "app",
+              "Run a sweep (a grid or random sample of a scenario's fields, repeated over "
+              "seeds) locally or on Ray into a results store, and report it as tables and "
+              "plots."),
     "results": ("results", "app",
                 "Query the results store of sweeps and runs with SQL (DuckDB), list its "
                 "sweeps, compact its files."),
