@@ -126,16 +126,9 @@ def run_cmd(
     """Run every point of a sweep file into a results store (--out), locally or on Ray,
     with a progress bar; exit 1 when a point failed, 130 when interrupted."""
     from aifabric.sweep.model import load_sweep
-    from aifabric.sweep.runner import ENGINES, run_sweep
+    from aifabric.sweep.runner import check_options, run_sweep
 
-    if engine not in ENGINES:
-        raise SpecError(Problem("--engine", f"unknown engine {engine!r}; allowed: "
-                                f"{', '.join(ENGINES)}"))
-    if jobs is not None and jobs < 1:
-        raise SpecError(Problem("--jobs", f"got {jobs}; allowed: 1 or more"))
-    if address is not None and engine != "ray":
-        raise SpecError(Problem("--address", "is for --engine ray; allowed: --engine ray "
-                                "--address ADDR"))
+    check_options(engine, jobs, address)
     if not max_events >= 0 or max_events == float("inf"):
         raise SpecError(Problem("--max-events", f"got {max_events:g}; allowed: a number of "
                                 "events >= 0 (0: no limit)"))

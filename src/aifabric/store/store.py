@@ -608,20 +608,13 @@ class Store:
                            gen: int) -> int:
         """Write ``table`` as the part file of generation ``gen``, then remove ``files``
         (those unchanged since they were listed); returns how many were removed."""
-        import pyarrow.parquet as pq
-
         stats = {p: _stat(p) for p in files}
         digest = hashlib.sha256()
         for rid in table["run_id"].to_pylist():
             digest.update(rid.encode() + b"\n")
         target = d / f"part-{gen:06d}-{digest.hexdigest()[:16]}.parquet"
-        fd, name = tempfile.mkstemp(prefix=_tmp_prefix(target), dir=d)
-        tmp = Path(name)
+        tmp, _ = self._stage(target, table)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                pq.write_table(table, fh, **_PARQUET)
-                fh.flush()
-                os.fsync(fh.fileno())
             os.replace(tmp, target)
             _fsync_dir(d)
         except BaseException:

@@ -17,7 +17,7 @@ from typing import Any
 from aifabric.errors import Problem, SpecError
 from aifabric.sweep.model import Point, Sweep
 
-__all__ = ["ENGINES", "SweepRun", "definition_path", "open_store", "run_sweep"]
+__all__ = ["ENGINES", "SweepRun", "check_options", "definition_path", "open_store", "run_sweep"]
 
 ENGINES = ("local", "ray")
 #: the columns every row starts with (then ``param.*``, then the figures)
@@ -132,6 +132,18 @@ def _sigint_stops(stop: threading.Event, serial: bool) -> Iterator[None]:
         signal.signal(signal.SIGINT, old)
 
 
+def check_options(engine: str, jobs: int | None, address: str | None) -> None:
+    """The run options, checked before the sweep file is read (one line, exit 2)."""
+    if engine not in ENGINES:
+        raise SpecError(Problem("--engine", f"unknown engine {engine!r}; allowed: "
+                                f"{', '.join(ENGINES)}"))
+    if jobs is not None and jobs < 1:
+        raise SpecError(Problem("--jobs", f"got {jobs}; allowed: 1 or more"))
+    if address is not None and engine != "ray":
+        raise SpecError(Problem("--address", "is for --engine ray; allowed: --engine ray "
+                                "--address ADDR"))
+
+
 def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, engine: str = "local",
               address: str | None = None, jobs: int | None = None, resume: bool = False,
               max_events: float | None = 2e8, max_memory: str | None = None,
@@ -151,13 +163,7 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, engine: str = "local
     ``address`` that hangs ends the process (one line, exit 2). A finished run (not
     interrupted) compacts the sweep's files in the store (``Store.compact``).
     """
-    if engine not in ENGINES:
-        raise SpecError(Problem("--engine", f"unknown engine {engine!r}; allowed: "
-                                f"{', '.join(ENGINES)}"))
-    if jobs is not None and jobs < 1:
-        raise SpecError(Problem("--jobs", f"got {jobs}; allowed: 1 or more"))
-    if address is not None and engine != "ray":
-        raise SpecError(Problem("--address", "is for --engine ray"))
+    check_options(engine, jobs, address)
     from aifabric.outputs import check_target
 
     check_target(out, option="--out", folder=True)  # a folder can be made or is there
