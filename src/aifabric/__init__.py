@@ -36,7 +36,9 @@ if TYPE_CHECKING:
         propose,
         results,
         route,
+        run_sweep,
         simulate,
+        sweep_report,
     )
     from aifabric.errors import Problem, SpecError
     from aifabric.goodput.spec import GoodputScenario
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
     from aifabric.sim.scenario import ChakraSpec, CollectiveSpec, JobSpec, SimScenario
     from aifabric.spec import Spec, load_spec, spec_from_dict
     from aifabric.spec.models import Routing
+    from aifabric.store import Store
+    from aifabric.sweep.model import Sweep, load_sweep
+    from aifabric.sweep.runner import SweepRun
     from aifabric.topology import Fabric, LinkKind, NodeKind, build_fabric
 
 #: public name -> the module that defines it
@@ -94,6 +99,14 @@ _LAZY = {
     "scenario_document": "aifabric.overrides",
     "simulate": "aifabric.api",
     "spec_from_dict": "aifabric.spec",
+    # sweeps and the results store (aifabric.sweep is a subpackage: the functions are
+    # run_sweep and sweep_report, not af.sweep)
+    "Store": "aifabric.store",
+    "Sweep": "aifabric.sweep.model",
+    "SweepRun": "aifabric.sweep.runner",
+    "load_sweep": "aifabric.sweep.model",
+    "run_sweep": "aifabric.api",
+    "sweep_report": "aifabric.api",
 }
 
 __all__ = [
@@ -117,6 +130,9 @@ __all__ = [
     "SimScenario",
     "Spec",
     "SpecError",
+    "Store",
+    "Sweep",
+    "SweepRun",
     "apply_overrides",
     "build",
     "build_fabric",
@@ -128,14 +144,17 @@ __all__ = [
     "goodput",
     "load_scenario",
     "load_spec",
+    "load_sweep",
     "plan",
     "plan_fabric",
     "propose",
     "results",
     "route",
+    "run_sweep",
     "scenario_document",
     "simulate",
     "spec_from_dict",
+    "sweep_report",
 ]
 
 __version__ = "0.1.0"

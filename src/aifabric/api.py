@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # imported when used: ``import aifabric.api`` stays light
     from aifabric.sim.results import SimResult
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec import Spec
+    from aifabric.sweep.model import Sweep
+    from aifabric.sweep.runner import SweepRun
     from aifabric.topology import Fabric
 
 __all__ = [
@@ -68,7 +70,9 @@ __all__ = [
     "propose",
     "results",
     "route",
+    "run_sweep",
     "simulate",
+    "sweep_report",
 ]
 
 SIMS = ("flow", "analytic", "packet")
@@ -1159,3 +1163,34 @@ def results(sql: str | None = None, *, store: str | Path = "results") -> pd.Data
     from aifabric.store import results as _results
 
     return _results(sql, store=store)
+
+
+# ---------------------------------------------------------------- sweeps
+
+def run_sweep(sweep: Sweep | str | Path, out: str | Path, *, engine: str = "local",
+              address: str | None = None, jobs: int | None = None, resume: bool = False,
+              max_events: float | None = 2e8, max_memory: str | None = None) -> SweepRun:
+    """Run a sweep (a :class:`~aifabric.sweep.model.Sweep` or a sweep file) into the
+    results store ``out``, as ``aifabric sweep FILE --out DIR`` does: every point is
+    validated before any runs (SpecError), then run locally (``jobs`` processes; 1 = in
+    this process) or on Ray (``engine="ray"``, ``address``); failed points are rows with
+    their error. ``resume`` skips the points stored ok (a store holding this sweep is
+    refused without it). Returns the :class:`~aifabric.sweep.runner.SweepRun` counts."""
+    from aifabric.sweep.model import load_sweep
+    from aifabric.sweep.runner import check_options
+    from aifabric.sweep.runner import run_sweep as _run
+
+    check_options(engine, jobs, address)
+    sw = load_sweep(sweep) if isinstance(sweep, str | Path) else sweep
+    return _run(sw, out, engine=engine, address=address, jobs=jobs, resume=resume,
+                max_events=max_events, max_memory=max_memory)
+
+
+def sweep_report(store: str | Path, out: str | Path | None = None,
+                 sweep: str | None = None) -> Path:
+    """Write a sweep's report (``aifabric sweep report``): every row, each figure against
+    each swept field with its spread over seeds (CSV tables, PNG plots), report.md.
+    Returns the path of report.md."""
+    from aifabric.sweep.report import write_report
+
+    return write_report(store, out, sweep)
