@@ -37,6 +37,8 @@ def test_the_notebook_executes_without_errors():
     assert "closest: seed_mode" in text  # the bad path cell printed its one line
     assert "report.md" in text and "run.json" in text  # saved like simulate --out
     assert "per_switch" in text and "128" in text
+    assert "(15, 0, 15)" in text  # the sweep: every point ok, none failed
+    assert "p99_slowdown" in text  # and the store answered the query
 
 
 def _readme_example() -> str:
