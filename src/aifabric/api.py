@@ -602,7 +602,8 @@ def check_max_events(max_events: float | None, option: str = "max_events") -> fl
         return None
     if isinstance(max_events, bool) or not isinstance(max_events, int | float) \
             or not max_events >= 0 or max_events == float("inf"):
-        raise SpecError(Problem(option, f"got {max_events!r}; allowed: a number of events "
+        got = f"{max_events:g}" if isinstance(max_events, int | float) else repr(max_events)
+        raise SpecError(Problem(option, f"got {got}; allowed: a number of events "
                                 ">= 0 (0: no limit)"))
     return float(max_events) if max_events > 0 else None
 

@@ -52,12 +52,7 @@ MAX_EVENTS = typer.Option(
 
 def check_max_events(max_events: float) -> float | None:
     """``--max-events`` as the simulator takes it (None: no limit)."""
-    from aifabric.errors import Problem
-
-    if not max_events >= 0 or max_events == float("inf"):
-        raise SpecError(Problem("--max-events", f"got {max_events:g}; allowed: a number of "
-                                "events >= 0 (0: no limit)"))
-    return float(max_events) if max_events > 0 else None
+    return api.check_max_events(max_events, "--max-events")
 
 
 @contextmanager

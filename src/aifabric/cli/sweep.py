@@ -125,13 +125,12 @@ def run_cmd(
 ) -> None:
     """Run every point of a sweep file into a results store (--out), locally or on Ray,
     with a progress bar; exit 1 when a point failed, 130 when interrupted."""
+    from aifabric.api import check_max_events
     from aifabric.sweep.model import load_sweep
     from aifabric.sweep.runner import check_options, run_sweep
 
     check_options(engine, jobs, address)
-    if not max_events >= 0 or max_events == float("inf"):
-        raise SpecError(Problem("--max-events", f"got {max_events:g}; allowed: a number of "
-                                "events >= 0 (0: no limit)"))
+    limit = check_max_events(max_events, "--max-events")
     if out is not None and out.exists() and not out.is_dir():
         raise SpecError(Problem("--out", f"{out} is a file; allowed: a folder (a results "
                                 "store, new or holding earlier sweeps)"))
@@ -151,7 +150,7 @@ def run_cmd(
     stop = threading.Event()
     try:
         run = run_sweep(sw, out, engine=engine, address=address, jobs=jobs, resume=resume,
-                        max_events=max_events or None, max_memory=max_memory, stop=stop,
+                        max_events=limit, max_memory=max_memory, stop=stop,
                         handle_sigint=True,
                         progress=bar)
     except KeyboardInterrupt:  # before the points ran (Ray starting) or a second Ctrl-C

@@ -18,31 +18,11 @@ the function).
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import Any
+from aifabric._callable import make_callable
 
 __all__ = ["run_goodput"]
 
-
-class _CallablePackage(types.ModuleType):
-    """This package's module type: calling it calls :func:`aifabric.api.goodput`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from aifabric.api import goodput
-
-        return goodput(*args, **kwargs)
-
-    @property
-    def __signature__(self) -> Any:  # inspect.signature(aifabric.goodput): the function's
-        import inspect
-
-        from aifabric.api import goodput
-
-        return inspect.signature(goodput)
-
-
-sys.modules[__name__].__class__ = _CallablePackage
+make_callable(__name__, "goodput")
 
 
 def __getattr__(name: str):  # lazy: the CLI's --help imports none of it
