@@ -41,15 +41,15 @@ if TYPE_CHECKING:
         sweep_report,
     )
     from aifabric.errors import Problem, SpecError
-    from aifabric.goodput.spec import GoodputScenario
-    from aifabric.overrides import (
+    from aifabric.planning import plan_fabric
+    from aifabric.reliability.spec import GoodputScenario
+    from aifabric.routing.overrides import (
         apply_overrides,
         check_override_path,
         content_hash,
         scenario_document,
     )
-    from aifabric.plan import plan_fabric
-    from aifabric.scenario import Scenario
+    from aifabric.routing.scenario import Scenario
     from aifabric.sim.scenario import ChakraSpec, CollectiveSpec, JobSpec, SimScenario
     from aifabric.spec import Spec, load_spec, spec_from_dict
     from aifabric.spec.models import Routing
@@ -66,7 +66,7 @@ _LAZY = {
     "CollectiveSpec": "aifabric.sim.scenario",
     "Fabric": "aifabric.topology",
     "GoodputRun": "aifabric.api",
-    "GoodputScenario": "aifabric.goodput.spec",
+    "GoodputScenario": "aifabric.reliability.spec",
     "JobSpec": "aifabric.sim.scenario",
     "LinkKind": "aifabric.topology",
     "NodeKind": "aifabric.topology",
@@ -76,27 +76,27 @@ _LAZY = {
     "Result": "aifabric.api",
     "RouteResult": "aifabric.api",
     "Routing": "aifabric.spec.models",
-    "Scenario": "aifabric.scenario",
+    "Scenario": "aifabric.routing.scenario",
     "SimScenario": "aifabric.sim.scenario",
     "Spec": "aifabric.spec",
     "SpecError": "aifabric.errors",
-    "apply_overrides": "aifabric.overrides",
+    "apply_overrides": "aifabric.routing.overrides",
     "build": "aifabric.api",
     "build_fabric": "aifabric.topology",
     "check": "aifabric.api",
-    "check_override_path": "aifabric.overrides",
+    "check_override_path": "aifabric.routing.overrides",
     "check_template": "aifabric.api",
-    "content_hash": "aifabric.overrides",
-    "goodput": "aifabric.goodput",  # the callable package
+    "content_hash": "aifabric.routing.overrides",
+    "goodput": "aifabric.reliability",  # the callable package
     "load_scenario": "aifabric.api",
     "load_spec": "aifabric.spec",
-    "plan": "aifabric.plan",  # the callable package (see _CALLABLE_PACKAGES)
-    "plan_fabric": "aifabric.plan",
+    "plan": "aifabric.planning",  # the callable package (see _CALLABLE_PACKAGES)
+    "plan_fabric": "aifabric.planning",
     "propose": "aifabric.api",
     "results": "aifabric.store",
     "route": "aifabric.api",
     "build_scenario": "aifabric.api",
-    "scenario_document": "aifabric.overrides",
+    "scenario_document": "aifabric.routing.overrides",
     "simulate": "aifabric.api",
     "spec_from_dict": "aifabric.spec",
     # sweeps and the results store (aifabric.sweep is a subpackage: the functions are
@@ -160,7 +160,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-#: API functions named like a subpackage: ``aifabric.plan`` and ``aifabric.goodput`` are the
+#: API functions named like a subpackage: ``aifabric.planning`` and ``aifabric.reliability`` are the
 #: subpackages, whose modules are callable (calling one calls :func:`aifabric.api.plan` /
 #: :func:`aifabric.api.goodput`), so ``af.plan(fab)`` works whichever was imported first
 _CALLABLE_PACKAGES = frozenset({"plan", "goodput"})

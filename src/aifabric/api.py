@@ -38,10 +38,10 @@ if TYPE_CHECKING:  # imported when used: ``import aifabric.api`` stays light
     import pandas as pd
 
     from aifabric.configs.check import Deviation
-    from aifabric.goodput.model import GoodputResult
-    from aifabric.goodput.spec import GoodputScenario
+    from aifabric.reliability.model import GoodputResult
+    from aifabric.reliability.spec import GoodputScenario
     from aifabric.routing.route import Routed
-    from aifabric.scenario import Scenario
+    from aifabric.routing.scenario import Scenario
     from aifabric.sim.results import SimResult
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec import Spec
@@ -213,7 +213,7 @@ def plan(fab: Fabric | Spec | str | Path, *, bisection: bool = True) -> Plan:
     """The design of a fabric (or of a spec, or a spec file): counts per tier, links,
     optics, oversubscription, bisection bandwidth (a max-flow; ``bisection=False`` skips
     it) and hops between GPUs."""
-    from aifabric.plan import plan_fabric
+    from aifabric.planning import plan_fabric
     from aifabric.topology import Fabric
 
     f = fab if isinstance(fab, Fabric) else build_fabric(fab)
@@ -224,7 +224,7 @@ def plan(fab: Fabric | Spec | str | Path, *, bisection: bool = True) -> Plan:
 class Proposal:
     """Candidate designs for a cluster size, best first (``plan --gpus N``)."""
 
-    candidates: list[Any]  # aifabric.plan.propose.Candidate, ranked; those that fit first
+    candidates: list[Any]  # aifabric.planning.propose.Candidate, ranked; those that fit first
     chosen: Any  # the best Candidate
     rank_rule: str
 
@@ -251,8 +251,8 @@ def propose(*, gpus: int, nic_gbps: int = 400, switch_ports: int = 128,
             option: str = "gpus") -> Proposal:
     """Candidate designs for ``gpus`` GPUs (every family that fits, planned and ranked);
     SpecError listing why each design does not fit when none does."""
-    from aifabric.plan.propose import RANK_RULE, ranked
-    from aifabric.plan.propose import propose as _propose
+    from aifabric.planning.propose import RANK_RULE, ranked
+    from aifabric.planning.propose import propose as _propose
 
     for name, v, lo in (("gpus", gpus, 1), ("nic_gbps", nic_gbps, 1),
                         ("switch_ports", switch_ports, 2), ("switch_gbps", switch_gbps, 1),
@@ -414,13 +414,13 @@ def _model_for(doc: Any, kind: str | None) -> type[Scenario]:
     if kind is None:
         kind = "goodput" if isinstance(doc, dict) and "goodput" in doc else "simulate"
     if kind == "goodput":
-        from aifabric.goodput.spec import GoodputScenario
+        from aifabric.reliability.spec import GoodputScenario
 
         return GoodputScenario
     if kind == "simulate":
         return SimScenario
     if kind == "route":
-        from aifabric.scenario import Scenario
+        from aifabric.routing.scenario import Scenario
 
         return Scenario
     raise SpecError(Problem("kind", f"unknown kind {kind!r}; allowed: simulate, route, "
@@ -431,7 +431,7 @@ def load_scenario(path: str | Path, *, kind: str | None = None) -> Scenario:
     """Read and validate the scenario at ``path``: a goodput scenario when the document has
     a ``goodput:`` section, a simulation scenario otherwise (it holds what ``route`` needs
     too); ``kind`` ("simulate", "route", "goodput") chooses explicitly."""
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.spec.load import load_yaml
 
     p = Path(path)
@@ -448,8 +448,8 @@ def build_scenario(*, spec: Spec | str | Path | Mapping[str, Any], kind: str = "
     "gpus": 64}])``. Validated exactly as a YAML document (routing overrides merged into
     the spec's routing, problems as SpecError); relative paths resolve against
     ``base_dir`` (default: the current folder)."""
-    from aifabric.overrides import _jsonable, _spec_mapping
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.overrides import _jsonable, _spec_mapping
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.spec import Spec
 
     if isinstance(spec, Spec):
@@ -464,7 +464,7 @@ def build_scenario(*, spec: Spec | str | Path | Mapping[str, Any], kind: str = "
 
 
 def _as_scenario(scn: Any, kind: str) -> Any:
-    from aifabric.scenario import Scenario
+    from aifabric.routing.scenario import Scenario
 
     if isinstance(scn, str | Path):
         return load_scenario(scn, kind=kind if kind != "route" else None)
@@ -544,7 +544,7 @@ class Result:
     @property
     def run_id(self) -> str:
         """The content hash of the scenario as run (:func:`aifabric.content_hash`)."""
-        from aifabric.overrides import content_hash
+        from aifabric.sim.identity import content_hash
 
         if self.source is None:
             raise SpecError(Problem("scenario", "this result does not know its scenario; "
@@ -555,7 +555,7 @@ class Result:
                   overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The results-store row of this run: run id (content hash), sweep, point,
         overrides (JSON, sorted keys), simulator, seed, status and :meth:`figures`."""
-        from aifabric.overrides import canonical_json
+        from aifabric.routing.overrides import canonical_json
 
         return {"run_id": self.run_id, "sweep": sweep, "point": point,
                 "overrides": canonical_json(dict(overrides or {})), "sim": self.sim,
@@ -944,7 +944,7 @@ class GoodputRun:
     tables ``goodput --out`` writes, as DataFrames."""
 
     def __init__(self, raw: GoodputResult):
-        from aifabric.goodput.report import jsonable as gp_jsonable
+        from aifabric.reliability.report import jsonable as gp_jsonable
 
         self.raw = raw
         self.scenario: str = raw.scenario
@@ -970,8 +970,8 @@ class GoodputRun:
 
     def save(self, out: str | Path) -> Path:
         """Write the folder ``aifabric goodput --out`` writes; returns it."""
-        from aifabric.goodput.report import MARKER, write_goodput
         from aifabric.outputs import check_target
+        from aifabric.reliability.report import MARKER, write_goodput
 
         out = Path(out)
         check_target(out, option="out", folder=True, **MARKER)
@@ -986,8 +986,8 @@ def goodput(scn: GoodputScenario | str | Path, *, trials: int | None = None,
     time ratio, interruptions, time lost by cause, checkpoint sweep). ``trials``, ``seed``
     and ``horizon`` (seconds, or text such as "30d") override the scenario's goodput
     section."""
-    from aifabric.goodput.model import run_goodput
-    from aifabric.goodput.spec import MAX_S, GoodputScenario, parse_duration
+    from aifabric.reliability.model import run_goodput
+    from aifabric.reliability.spec import MAX_S, GoodputScenario, parse_duration
 
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
                                or not 1 <= trials <= 1_000_000):

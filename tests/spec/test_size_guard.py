@@ -15,16 +15,16 @@ from aifabric import load_spec, spec_from_dict
 from aifabric.errors import SpecError
 from aifabric.guard import (
     estimate_fabric,
-    estimate_workload,
     fabric_bytes,
     memory_limit,
     parse_size,
     set_limit,
 )
-from aifabric.scenario import load_scenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.sim.run import compile_workload, gpu_pool
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology import NodeKind, build_fabric
+from aifabric.workload.estimate import estimate_workload
 from tests.conftest import EXAMPLES
 from tests.topology.test_builders import SMALL
 

@@ -53,8 +53,7 @@ def test_whatif_of_a_tor_is_what_route_reports_for_the_same_failure(tmp_path):
     examples/scenarios/hpn-tor-failure.yaml` moves: same compare_routes counts, same
     impact, and every moved flow's new path is route's path for that flow."""
     from aifabric.cli._common import build
-    from aifabric.routing.scenario import path_names, run_scenario
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario, path_names, run_scenario
     from aifabric.web.twin import Twin
 
     t0 = time.perf_counter()
@@ -113,7 +112,7 @@ def test_trace_arcs_are_the_union_of_the_transfers_routed_arcs(tmp_path, policy)
     """A collective's (a job's) trace is exactly the arcs its transfers' connections use
     in the simulators' routing (route_dag; sprayed: every arc with a share); the
     bottleneck is the most utilized of them, and the trace's edges are those arcs."""
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.paths import route_dag
     from aifabric.sim.run import compile_workload
     from aifabric.sim.scenario import SimScenario
@@ -343,8 +342,7 @@ def test_path_names_of_some_flows_are_those_of_routes_flow_table():
     for any subset of rows, empty for unreachable flows."""
     from aifabric.cli._common import build
     from aifabric.cli.route import flow_table
-    from aifabric.routing.scenario import path_names, run_scenario
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario, path_names, run_scenario
 
     sc = load_scenario(EXAMPLES / "scenarios" / "single-tor-failure.yaml")
     routed, _ = run_scenario(sc, build(sc.spec))

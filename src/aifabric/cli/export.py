@@ -79,7 +79,7 @@ def export(
     from aifabric.outputs import check_target
 
     if _is_scenario(spec):
-        from aifabric.scenario import load_scenario
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         sc = load_scenario(spec, SimScenario)
@@ -102,7 +102,7 @@ def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -
     from aifabric.crosscheck import export_scenario
     from aifabric.errors import Problem, SpecError
     from aifabric.outputs import atomic_folder, check_target
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.scenario import SimScenario
 
     if not _is_scenario(path):
@@ -139,7 +139,7 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
     from aifabric.outputs import atomic_folder, check_target
 
     if _is_scenario(path):
-        from aifabric.scenario import load_scenario
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         sc = load_scenario(path, SimScenario)

@@ -60,7 +60,7 @@ def metrics_cmd(
     fabric = None
     if scenario is not None:
         from aifabric.cli._common import build
-        from aifabric.scenario import load_scenario
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         scn = load_scenario(scenario, SimScenario)

@@ -14,8 +14,8 @@ from rich.text import Text
 from aifabric import api
 from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, styled, write_atomic
 from aifabric.errors import Problem, SpecError
-from aifabric.plan import PAIR_KINDS, plan_fabric
-from aifabric.plan.propose import RANK_RULE
+from aifabric.planning import PAIR_KINDS, plan_fabric
+from aifabric.planning.propose import RANK_RULE
 from aifabric.spec import dump_spec
 
 

@@ -69,8 +69,9 @@ def run_point(doc: dict[str, Any], base_dir: str | None, overrides: dict[str, An
     wall time (that is ``timing``). ``tables``: which of the run's tables to return
     (see :func:`pick_tables`). Raises what the run raises."""
     from aifabric.api import simulate
-    from aifabric.overrides import apply_overrides, content_hash
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.overrides import apply_overrides
+    from aifabric.routing.scenario import scenario_from_dict
+    from aifabric.sim.identity import content_hash
     from aifabric.sim.scenario import SimScenario
     from aifabric.sweep.model import overrides_json
 
