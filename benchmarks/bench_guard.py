@@ -134,7 +134,7 @@ def _workload_peak(sim: str, n: int, qps: int) -> dict:
                                                  "gpus": n}]}
         p.write_text(yaml.safe_dump(doc))
         if sim == "route":
-            from aifabric.cli.route import run_scenario
+            from aifabric.routing.scenario import run_scenario
 
             sc = load_scenario(p)
             f = build_fabric(sc.spec)

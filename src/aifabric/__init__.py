@@ -36,26 +36,19 @@ if TYPE_CHECKING:
         propose,
         results,
         route,
-        run_sweep,
         simulate,
-        sweep_report,
     )
     from aifabric.errors import Problem, SpecError
     from aifabric.planning import plan_fabric
     from aifabric.reliability.spec import GoodputScenario
-    from aifabric.routing.overrides import (
-        apply_overrides,
-        check_override_path,
-        content_hash,
-        scenario_document,
-    )
+    from aifabric.routing.overrides import apply_overrides, check_override_path, scenario_document
     from aifabric.routing.scenario import Scenario
+    from aifabric.sim.identity import content_hash
     from aifabric.sim.scenario import ChakraSpec, CollectiveSpec, JobSpec, SimScenario
     from aifabric.spec import Spec, load_spec, spec_from_dict
     from aifabric.spec.models import Routing
     from aifabric.store import Store
-    from aifabric.sweep.model import Sweep, load_sweep
-    from aifabric.sweep.runner import SweepRun
+    from aifabric.sweep import Sweep, SweepRun, load_sweep, run_sweep, sweep_report
     from aifabric.topology import Fabric, LinkKind, NodeKind, build_fabric
 
 #: public name -> the module that defines it
@@ -86,11 +79,11 @@ _LAZY = {
     "check": "aifabric.api",
     "check_override_path": "aifabric.routing.overrides",
     "check_template": "aifabric.api",
-    "content_hash": "aifabric.routing.overrides",
-    "goodput": "aifabric.reliability",  # the callable package
+    "content_hash": "aifabric.sim.identity",
+    "goodput": "aifabric.api",
     "load_scenario": "aifabric.api",
     "load_spec": "aifabric.spec",
-    "plan": "aifabric.planning",  # the callable package (see _CALLABLE_PACKAGES)
+    "plan": "aifabric.api",
     "plan_fabric": "aifabric.planning",
     "propose": "aifabric.api",
     "results": "aifabric.store",
@@ -99,14 +92,14 @@ _LAZY = {
     "scenario_document": "aifabric.routing.overrides",
     "simulate": "aifabric.api",
     "spec_from_dict": "aifabric.spec",
-    # sweeps and the results store (aifabric.sweep is a subpackage: the functions are
-    # run_sweep and sweep_report, not af.sweep)
+    # sweeps (the package above aifabric.api: the functions are run_sweep and
+    # sweep_report, not af.sweep) and the results store
     "Store": "aifabric.store",
-    "Sweep": "aifabric.sweep.model",
-    "SweepRun": "aifabric.sweep.runner",
-    "load_sweep": "aifabric.sweep.model",
-    "run_sweep": "aifabric.api",
-    "sweep_report": "aifabric.api",
+    "Sweep": "aifabric.sweep",
+    "SweepRun": "aifabric.sweep",
+    "load_sweep": "aifabric.sweep",
+    "run_sweep": "aifabric.sweep",
+    "sweep_report": "aifabric.sweep",
 }
 
 __all__ = [
@@ -160,15 +153,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-#: API functions named like a subpackage: ``aifabric.planning`` and ``aifabric.reliability`` are the
-#: subpackages, whose modules are callable (calling one calls :func:`aifabric.api.plan` /
-#: :func:`aifabric.api.goodput`), so ``af.plan(fab)`` works whichever was imported first
-_CALLABLE_PACKAGES = frozenset({"plan", "goodput"})
-
-
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_PACKAGES:  # importing it sets it on this package
-        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'aifabric' has no attribute {name!r}")

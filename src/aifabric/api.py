@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS
 
 if TYPE_CHECKING:  # imported when used: ``import aifabric.api`` stays light
     import pandas as pd
@@ -45,8 +46,6 @@ if TYPE_CHECKING:  # imported when used: ``import aifabric.api`` stays light
     from aifabric.sim.results import SimResult
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec import Spec
-    from aifabric.sweep.model import Sweep
-    from aifabric.sweep.runner import SweepRun
     from aifabric.topology import Fabric
 
 __all__ = [
@@ -70,9 +69,7 @@ __all__ = [
     "propose",
     "results",
     "route",
-    "run_sweep",
     "simulate",
-    "sweep_report",
 ]
 
 SIMS = ("flow", "analytic", "packet")
@@ -120,19 +117,6 @@ def jsonable(x: Any) -> Any:
         x, default=lambda v: v.item() if hasattr(v, "item") else str(v))))
 
 
-def _build(spec: Spec, file: str | Path | None = None) -> Fabric:
-    """Build a fabric, refusing one predicted to need more memory than the limit before
-    anything is built; problems name ``file``."""
-    from aifabric.guard import check_fabric
-    from aifabric.topology import build_fabric as _build_fabric
-
-    try:
-        check_fabric(spec)
-        return _build_fabric(spec)
-    except SpecError as err:
-        raise err.with_file(str(file)) if file else err from None
-
-
 def _fabric_of(scn: Scenario, fabric: Fabric | None) -> Fabric:
     if fabric is not None:
         from aifabric.topology import Fabric
@@ -149,7 +133,7 @@ def _fabric_of(scn: Scenario, fabric: Fabric | None) -> Fabric:
                                     f"({scn.spec.name!r}, or one of its fields overridden); "
                                     "allowed: build_fabric(scn.spec), or None"))
         return fabric
-    return _build(scn.spec, scn.spec_file or scn.file)
+    return build_fabric(scn.spec, file=scn.spec_file or scn.file)
 
 
 # ---------------------------------------------------------------- specs, fabrics, plans
@@ -161,13 +145,23 @@ def load_spec(path: str | Path) -> Spec:
     return _load_spec(path)
 
 
-def build_fabric(spec: Spec | str | Path) -> Fabric:
+def build_fabric(spec: Spec | str | Path, *, file: str | Path | None = None) -> Fabric:
     """Build the fabric of a spec (or of the spec file at a path): every GPU, NIC port,
     switch and link as numpy arrays. A fabric predicted to need more memory than the limit
-    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built."""
+    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built.
+    Problems name ``file`` (default: the path given, if any): the spec's file when a Spec
+    loaded from one is given. This is the one guarded build every command uses."""
+    from aifabric.guard import check_fabric
+    from aifabric.topology import build_fabric as _build_fabric
+
     if isinstance(spec, str | Path):
-        return _build(load_spec(spec), spec)
-    return _build(spec)
+        file = spec if file is None else file
+        spec = load_spec(spec)
+    try:
+        check_fabric(spec)
+        return _build_fabric(spec)
+    except SpecError as err:
+        raise err.with_file(str(file)) if file else err from None
 
 
 @dataclass(frozen=True)
@@ -364,6 +358,7 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     from aifabric.configs.build import n_files
     from aifabric.outputs import BUILD, check_target
     from aifabric.spec import Spec as _Spec
+    from aifabric.telemetry.monitoring import render_monitoring
     from aifabric.topology import LinkKind, NodeKind
 
     if validate:
@@ -378,7 +373,7 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     else:
         raise SpecError(Problem("spec", f"got {type(spec).__name__}; allowed: a Spec or "
                                 "the path of a spec file"))
-    fabric = _build(spec, file)
+    fabric = build_fabric(spec, file=file)
     try:
         ctx = BuildContext.of(fabric)
     except SpecError as err:
@@ -391,7 +386,8 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     written = not (yang or frr)
     if written:
         with (bars or _no_bar)("files", n_files(fabric), f"building {spec.name}") as advance:
-            count = write_build(fabric, out, progress=advance, ctx=ctx)
+            count = write_build(fabric, out, progress=advance, ctx=ctx,
+                                extra=(render_monitoring,))
     dash = (out / "monitoring" / "grafana" / "dashboards")
     sw = len(ctx.plan.switches)
     return BuildResult(
@@ -448,17 +444,18 @@ def build_scenario(*, spec: Spec | str | Path | Mapping[str, Any], kind: str = "
     "gpus": 64}])``. Validated exactly as a YAML document (routing overrides merged into
     the spec's routing, problems as SpecError); relative paths resolve against
     ``base_dir`` (default: the current folder)."""
-    from aifabric.routing.overrides import _jsonable, _spec_mapping
+    from aifabric.routing.overrides import jsonable as plain_json
+    from aifabric.routing.overrides import spec_mapping
     from aifabric.routing.scenario import scenario_from_dict
     from aifabric.spec import Spec
 
     if isinstance(spec, Spec):
-        spec_doc: Any = _spec_mapping(spec)
+        spec_doc: Any = spec_mapping(spec)
     elif isinstance(spec, Path):
         spec_doc = str(spec)
     else:
         spec_doc = spec
-    doc = {**_jsonable(fields_), "spec": _jsonable(spec_doc)}
+    doc = {**plain_json(fields_), "spec": plain_json(spec_doc)}
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     return scenario_from_dict(doc, base_dir=base, model=_model_for(doc, kind))
 
@@ -619,7 +616,7 @@ def _no_bar(kind: str, total: int, label: str) -> Iterator[None]:
 
 
 def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
-             max_events: float | None = 2e8, fabric: Fabric | None = None,
+             max_events: float | None = DEFAULT_MAX_EVENTS, fabric: Fabric | None = None,
              bars: Bars | None = None) -> Result:
     """Simulate a scenario (or the scenario file at a path) on its fabric.
 
@@ -664,168 +661,6 @@ def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
 
 # ---------------------------------------------------------------- route
 
-def _iface(f: Fabric, node: np.ndarray, port: np.ndarray) -> np.ndarray:
-    from aifabric.topology.fabric import NodeKind
-
-    kind = f.nodes.kind[node]
-    sw = np.isin(kind, (NodeKind.TOR, NodeKind.AGG, NodeKind.CORE))
-    nic = kind == NodeKind.NIC
-    out = np.full(len(node), "", dtype=object)
-    out[sw] = np.strings.add("Ethernet", port[sw].astype(np.str_)).astype(object)
-    r = f.nodes.rail[node[nic]].astype(np.str_)
-    s = f.nodes.side[node[nic]].astype(np.str_)
-    out[nic] = np.strings.add(np.strings.add(np.strings.add("ens", r), "f"), s).astype(object)
-    return out
-
-
-def _device(f: Fabric, node: np.ndarray) -> np.ndarray:
-    from aifabric.topology.fabric import NodeKind
-
-    nic = f.nodes.kind[node] == NodeKind.NIC
-    dev = f.nodes.name[node].astype(object)
-    dev[nic] = f.nodes.name[f.host_node[f.nodes.host[node[nic]]]].astype(object)
-    return dev
-
-
-def link_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per link direction: ends, interfaces, tier, capacity, state, flows, bytes."""
-    from aifabric.routing.stats import TIERS, tier_of_arcs
-
-    f = routed.fabric
-    src, dst, cap = f.arcs
-    arc = np.arange(2 * f.n_links)
-    link = arc // 2
-    up = arc % 2 == 0
-    links = f.links
-    sport = np.where(up, links.a_port[link], links.b_port[link])
-    dport = np.where(up, links.b_port[link], links.a_port[link])
-    tier_idx = tier_of_arcs(routed)
-    labels = np.array([t[0] for t in TIERS], dtype=object)
-    return {
-        "arc": arc, "link": link, "direction": np.where(up, "up", "down").astype(object),
-        "tier": labels[tier_idx],
-        "from": _device(f, src), "from_port": _iface(f, src, sport),
-        "to": _device(f, dst), "to_port": _iface(f, dst, dport),
-        "capacity_gbps": cap, "alive": np.repeat(routed.alive, 2),
-        "flows": routed.arc_flows(), "bytes": routed.arc_bytes(),
-    }
-
-
-def _ip(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint32)
-    parts = [((x >> np.uint32(s)) & np.uint32(255)).astype(np.str_) for s in (24, 16, 8, 0)]
-    out = parts[0]
-    for p in parts[1:]:
-        out = np.strings.add(np.strings.add(out, "."), p)
-    return np.where(x == 0, "", out).astype(object)
-
-
-def flow_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per flow: endpoints, NIC ports, 5-tuple, bytes, state, path (node names)."""
-    from aifabric.routing.scenario import path_names
-
-    f = routed.fabric
-    fl = routed.flows
-    names = f.nodes.name.astype(object)
-    nic_name = np.where(fl.src_nic >= 0, names[np.maximum(fl.src_nic, 0)], "")
-    dnic_name = np.where(fl.dst_nic >= 0, names[np.maximum(fl.dst_nic, 0)], "")
-    n = len(fl)
-    hops = np.diff(routed.ptr)
-    path = path_names(routed)  # node names along the path; sprayed: see the links table
-    return {
-        "flow": np.arange(n), "conn": fl.conn, "qp": fl.qp,
-        "src_gpu": names[fl.src_gpu], "dst_gpu": names[fl.dst_gpu],
-        "src_nic": nic_name, "dst_nic": dnic_name,
-        "src_ip": _ip(fl.src_ip), "dst_ip": _ip(fl.dst_ip), "sport": fl.sport,
-        "dport": fl.dport, "proto": fl.proto, "size_bytes": fl.size_bytes,
-        "unreachable": routed.unreachable, "moved": routed.moved, "hops": hops,
-        "path": path,
-    }
-
-
-def _write_table(cols: dict[str, np.ndarray], path: Path, fmt: str) -> None:
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({k: list(v) if v.dtype == object else v
-                                 for k, v in cols.items()}), path)
-        return
-    import csv
-
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(list(cols))
-        w.writerows(zip(*(c.tolist() for c in cols.values()), strict=True))
-
-
-def _histogram(routed: Routed, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
-    import matplotlib.pyplot as plt
-
-    from aifabric.routing.stats import TIERS, tier_of_arcs
-
-    by = routed.arc_bytes()
-    tier = tier_of_arcs(routed)
-    src, dst, _ = routed.fabric.arcs
-    shown = []
-    for i, (label, _, _) in enumerate(TIERS):
-        sel = tier == i
-        senders = np.zeros(routed.fabric.n_nodes, dtype=bool)
-        senders[src[sel & (by > 0)]] = True
-        backup = routed.fabric.nodes.backup
-        cand = sel & senders[src] & np.repeat(routed.alive, 2) & ~backup[src] & ~backup[dst]
-        if cand.any():
-            shown.append((label, by[cand] / 2**20))
-    fig, axes = plt.subplots(len(shown) or 1, 1, figsize=(7, 1.9 * max(1, len(shown))),
-                             squeeze=False)
-    for ax, (label, v) in zip(axes[:, 0], shown, strict=False):
-        ax.hist(v, bins=40, color="#4477aa")
-        ax.set_title(f"{label}: {len(v):,} links, {int((v == 0).sum()):,} idle", fontsize=9)
-        ax.set_ylabel("links", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[-1, 0].set_xlabel("load per link direction (MiB)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_route(out: Path, routed: Routed, report: dict[str, Any], fmt: str,
-                record: str | None = None, option: str = "--out") -> list[str]:
-    """Write what ``route --out`` writes: links and flows tables, a histogram,
-    report.json and (``record``) run.json, all at once into ``out``
-    (:func:`aifabric.outputs.atomic_folder`); returns the file names."""
-    from aifabric.outputs import ROUTE, atomic_folder
-
-    ext = "parquet" if fmt == "parquet" else "csv"
-    names = [f"links.{ext}", f"flows.{ext}", "link_load_hist.png", "report.json"]
-    with atomic_folder(out, option=option, **ROUTE) as tmp:
-        _write_table(link_table(routed), tmp / names[0], fmt)
-        _write_table(flow_table(routed), tmp / names[1], fmt)
-        _histogram(routed, tmp / names[2])
-        (tmp / names[3]).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        if record is not None:
-            (tmp / "run.json").write_text(record, encoding="utf-8")
-            names.append("run.json")
-    return names
-
-
-def check_table_format(fmt: str, option: str = "--format") -> None:
-    """csv, or parquet when pyarrow is installed; one line otherwise."""
-    if fmt not in ("csv", "parquet"):
-        raise SpecError(Problem(option, f"unknown format {fmt!r}; allowed: csv, parquet"))
-    if fmt == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise SpecError(Problem(option, "parquet needs pyarrow, which is an extra: "
-                                    "pip install -e '.[parquet]' (or pip install "
-                                    "'aifabric[parquet]'); allowed without it: csv")) from None
-
-
 class RouteResult:
     """Where a scenario's flows go: the summary ``route --json`` prints and DataFrames of
     the per-tier loads, every link direction and every flow with its path."""
@@ -855,6 +690,8 @@ class RouteResult:
     def links(self) -> pd.DataFrame:
         """One row per link direction (``links.csv`` of ``route --out``)."""
         if "links" not in self._frames:
+            from aifabric.report.route import link_table
+
             self._frames["links"] = frame(link_table(self.routed))
         return self._frames["links"]
 
@@ -862,6 +699,8 @@ class RouteResult:
     def flows(self) -> pd.DataFrame:
         """One row per flow with its path (``flows.csv`` of ``route --out``)."""
         if "flows" not in self._frames:
+            from aifabric.report.route import flow_table
+
             self._frames["flows"] = frame(flow_table(self.routed))
         return self._frames["flows"]
 
@@ -870,6 +709,8 @@ class RouteResult:
         """Write the folder ``aifabric route --out`` writes; returns it. ``option``: the
         name problems give; ``scenario_file``: run.json's (default: the scenario's file)."""
         from aifabric.outputs import ROUTE, check_target
+        from aifabric.report.route import write_route
+        from aifabric.report.write import check_table_format
         from aifabric.runinfo import run_record_text
 
         check_table_format(fmt, "--format" if option.startswith("--") else "fmt")
@@ -1067,7 +908,7 @@ def _load_build(build: str | Path) -> _Build:
     if not spec_file.is_file():
         raise SpecError(Problem("", f"not an aifabric build folder (no {SPEC_FILE}); allowed: "
                                 "a folder written by aifabric build", str(build)))
-    fab = _build(load_spec(spec_file), spec_file)
+    fab = build_fabric(spec_file)
     try:
         ctx = BuildContext.of(fab)
     except SpecError as err:
@@ -1164,34 +1005,3 @@ def results(sql: str | None = None, *, store: str | Path = "results") -> pd.Data
     from aifabric.store import results as _results
 
     return _results(sql, store=store)
-
-
-# ---------------------------------------------------------------- sweeps
-
-def run_sweep(sweep: Sweep | str | Path, out: str | Path, *, engine: str = "local",
-              address: str | None = None, jobs: int | None = None, resume: bool = False,
-              max_events: float | None = 2e8, max_memory: str | None = None) -> SweepRun:
-    """Run a sweep (a :class:`~aifabric.sweep.model.Sweep` or a sweep file) into the
-    results store ``out``, as ``aifabric sweep FILE --out DIR`` does: every point is
-    validated before any runs (SpecError), then run locally (``jobs`` processes; 1 = in
-    this process) or on Ray (``engine="ray"``, ``address``); failed points are rows with
-    their error. ``resume`` skips the points stored ok (a store holding this sweep is
-    refused without it). Returns the :class:`~aifabric.sweep.runner.SweepRun` counts."""
-    from aifabric.sweep.model import load_sweep
-    from aifabric.sweep.runner import check_options
-    from aifabric.sweep.runner import run_sweep as _run
-
-    check_options(engine, jobs, address)
-    sw = load_sweep(sweep) if isinstance(sweep, str | Path) else sweep
-    return _run(sw, out, engine=engine, address=address, jobs=jobs, resume=resume,
-                max_events=max_events, max_memory=max_memory)
-
-
-def sweep_report(store: str | Path, out: str | Path | None = None,
-                 sweep: str | None = None) -> Path:
-    """Write a sweep's report (``aifabric sweep report``): every row, each figure against
-    each swept field with its spread over seeds (CSV tables, PNG plots), report.md.
-    Returns the path of report.md."""
-    from aifabric.sweep.report import write_report
-
-    return write_report(store, out, sweep)

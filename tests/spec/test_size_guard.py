@@ -52,7 +52,7 @@ def _never_build(monkeypatch):
     """Make any build of a fabric fail the test: the guard must refuse first."""
     def boom(spec):
         raise AssertionError(f"built a fabric of {spec.hosts.gpus or spec.hosts.count}")
-    monkeypatch.setattr("aifabric.cli._common.build_fabric", boom)
+    monkeypatch.setattr("aifabric.topology.build_fabric", boom)
 
 
 # ------------------------------------------------------------------ refusing
@@ -305,7 +305,7 @@ def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
 
 
 def test_route_peak_is_at_most_the_prediction(tmp_path):
-    from aifabric.cli.route import run_scenario
+    from aifabric.routing.scenario import run_scenario
     from aifabric.guard import estimate_traffic
 
     p = tmp_path / "route.yaml"
