@@ -45,9 +45,9 @@ from aifabric.errors import Problem, SpecError
 from aifabric.telemetry.catalog import CATALOG, PORT_LABELS, Metric, by_name
 from aifabric.telemetry.collective_links import collective_link_families
 
-__all__ = ["DEFAULT_START", "DEFAULT_TIME_SCALE", "GRID_STEP_S", "Family", "arc_capacity",
-           "arc_label_source", "check_fabric", "family", "parse_start", "read_csv",
-           "read_parquet", "read_run", "render", "render_bytes", "run_families",
+__all__ = ["COLUMNS", "DEFAULT_START", "DEFAULT_TIME_SCALE", "FAST", "GRID_STEP_S", "Family",
+           "arc_capacity", "arc_label_source", "check_fabric", "family", "parse_start",
+           "read_csv", "read_parquet", "read_run", "render", "render_bytes", "run_families",
            "run_to_text"]
 
 #: the wall-clock time of simulated t = 0 unless ``--start`` says otherwise (a fixed
@@ -63,7 +63,7 @@ GRID_MAX = 10_000
 Table = dict[str, np.ndarray]
 
 #: what each table must have: (numeric columns, text columns)
-_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "timeline": (("start_ns", "end_ns"), ()),
     "collectives": ((), ("collective", "job", "op")),
     "transfers": (("collective", "size_bytes", "repeat", "start_ns", "end_ns"), ()),
@@ -76,7 +76,7 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                                              "tier")),
 }
 #: tables read with numpy's C parser (large, numeric, no blanks)
-_FAST = {"packet_queues", "packet_flows"}
+FAST = {"packet_queues", "packet_flows"}
 _RUN = "allowed: a folder written by aifabric simulate --out"
 
 
@@ -86,7 +86,7 @@ def _num(v: list[str]) -> np.ndarray:
 
 def _wanted(name: str, header: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(numeric, text) columns to read: the timeline's utilization columns too."""
-    nums, strs = _COLUMNS[name]
+    nums, strs = COLUMNS[name]
     if name == "timeline":
         nums = nums + tuple(c for c in header if c.endswith(("_up_util", "_down_util")))
     return nums, strs
@@ -110,7 +110,7 @@ def read_csv(path: Path, name: str, shown: str) -> Table:
         missing = [c for c in (*nums, *strs) if c not in header]
         if missing:
             raise SpecError(Problem(shown, f"has no column {missing[0]!r}; {_RUN}"))
-        if name in _FAST:
+        if name in FAST:
             fast = _read_csv_arrow(path, nums)
             if fast is not None:
                 return fast
@@ -153,7 +153,7 @@ def read_run(run_dir: str | Path) -> dict[str, Table]:
     if not run.is_dir():
         raise SpecError(Problem("RUN_DIR", f"{run} is not a folder; {_RUN}"))
     tables: dict[str, Table] = {}
-    for name in _COLUMNS:
+    for name in COLUMNS:
         for ext, reader in (("csv", read_csv), ("parquet", read_parquet)):
             p = run / f"{name}.{ext}"
             if p.is_file():
