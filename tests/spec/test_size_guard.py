@@ -305,8 +305,8 @@ def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
 
 
 def test_route_peak_is_at_most_the_prediction(tmp_path):
-    from aifabric.routing.scenario import run_scenario
     from aifabric.guard import estimate_traffic
+    from aifabric.routing.scenario import run_scenario
 
     p = tmp_path / "route.yaml"
     p.write_text(yaml.safe_dump({"name": "r", "spec": str(HPN), "routing": {
