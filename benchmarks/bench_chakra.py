@@ -117,7 +117,7 @@ def _import(folder: str, ranks: int, gpus_per_host: int, workers: int = 1) -> di
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
 
     from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.run import compile_workload
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec.load import spec_from_dict

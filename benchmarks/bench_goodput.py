@@ -29,9 +29,9 @@ CASES = [
 
 def _run(case: tuple) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
-    from aifabric.goodput.model import run_goodput
-    from aifabric.goodput.spec import GoodputScenario
-    from aifabric.scenario import load_scenario
+    from aifabric.reliability.model import run_goodput
+    from aifabric.reliability.spec import GoodputScenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.topology import build_fabric
 
     name, sweep, _ = case

@@ -119,9 +119,10 @@ def _fabric_peak(path: str) -> dict:
 def _workload_peak(sim: str, n: int, qps: int) -> dict:
     import tracemalloc
 
-    from aifabric.guard import estimate_traffic, estimate_workload
-    from aifabric.scenario import load_scenario
+    from aifabric.guard import estimate_traffic
+    from aifabric.routing.scenario import load_scenario
     from aifabric.topology import build_fabric
+    from aifabric.workload.estimate import estimate_workload
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "s.yaml"
@@ -133,7 +134,7 @@ def _workload_peak(sim: str, n: int, qps: int) -> dict:
                                                  "gpus": n}]}
         p.write_text(yaml.safe_dump(doc))
         if sim == "route":
-            from aifabric.cli.route import run_scenario
+            from aifabric.routing.scenario import run_scenario
 
             sc = load_scenario(p)
             f = build_fabric(sc.spec)

@@ -36,7 +36,7 @@ CASES = [
 
 def _run(name: str, coll: dict) -> dict:
     from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.run import simulate
     from aifabric.sim.scenario import SimScenario
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from aifabric.crosscheck import FORMATS, export_scenario
-from aifabric.scenario import load_scenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology import build_fabric
 

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from aifabric.plan import port_usage
+from aifabric.planning import port_usage
 from aifabric.topology import Fabric, LinkKind, NodeKind
 
 

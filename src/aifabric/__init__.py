@@ -36,26 +36,19 @@ if TYPE_CHECKING:
         propose,
         results,
         route,
-        run_sweep,
         simulate,
-        sweep_report,
     )
     from aifabric.errors import Problem, SpecError
-    from aifabric.goodput.spec import GoodputScenario
-    from aifabric.overrides import (
-        apply_overrides,
-        check_override_path,
-        content_hash,
-        scenario_document,
-    )
-    from aifabric.plan import plan_fabric
-    from aifabric.scenario import Scenario
+    from aifabric.planning import plan_fabric
+    from aifabric.reliability.spec import GoodputScenario
+    from aifabric.routing.overrides import apply_overrides, check_override_path, scenario_document
+    from aifabric.routing.scenario import Scenario
+    from aifabric.sim.identity import content_hash
     from aifabric.sim.scenario import ChakraSpec, CollectiveSpec, JobSpec, SimScenario
     from aifabric.spec import Spec, load_spec, spec_from_dict
     from aifabric.spec.models import Routing
     from aifabric.store import Store
-    from aifabric.sweep.model import Sweep, load_sweep
-    from aifabric.sweep.runner import SweepRun
+    from aifabric.sweep import Sweep, SweepRun, load_sweep, run_sweep, sweep_report
     from aifabric.topology import Fabric, LinkKind, NodeKind, build_fabric
 
 #: public name -> the module that defines it
@@ -66,7 +59,7 @@ _LAZY = {
     "CollectiveSpec": "aifabric.sim.scenario",
     "Fabric": "aifabric.topology",
     "GoodputRun": "aifabric.api",
-    "GoodputScenario": "aifabric.goodput.spec",
+    "GoodputScenario": "aifabric.reliability.spec",
     "JobSpec": "aifabric.sim.scenario",
     "LinkKind": "aifabric.topology",
     "NodeKind": "aifabric.topology",
@@ -76,37 +69,37 @@ _LAZY = {
     "Result": "aifabric.api",
     "RouteResult": "aifabric.api",
     "Routing": "aifabric.spec.models",
-    "Scenario": "aifabric.scenario",
+    "Scenario": "aifabric.routing.scenario",
     "SimScenario": "aifabric.sim.scenario",
     "Spec": "aifabric.spec",
     "SpecError": "aifabric.errors",
-    "apply_overrides": "aifabric.overrides",
+    "apply_overrides": "aifabric.routing.overrides",
     "build": "aifabric.api",
     "build_fabric": "aifabric.topology",
     "check": "aifabric.api",
-    "check_override_path": "aifabric.overrides",
+    "check_override_path": "aifabric.routing.overrides",
     "check_template": "aifabric.api",
-    "content_hash": "aifabric.overrides",
-    "goodput": "aifabric.goodput",  # the callable package
+    "content_hash": "aifabric.sim.identity",
+    "goodput": "aifabric.api",
     "load_scenario": "aifabric.api",
     "load_spec": "aifabric.spec",
-    "plan": "aifabric.plan",  # the callable package (see _CALLABLE_PACKAGES)
-    "plan_fabric": "aifabric.plan",
+    "plan": "aifabric.api",
+    "plan_fabric": "aifabric.planning",
     "propose": "aifabric.api",
     "results": "aifabric.store",
     "route": "aifabric.api",
     "build_scenario": "aifabric.api",
-    "scenario_document": "aifabric.overrides",
+    "scenario_document": "aifabric.routing.overrides",
     "simulate": "aifabric.api",
     "spec_from_dict": "aifabric.spec",
-    # sweeps and the results store (aifabric.sweep is a subpackage: the functions are
-    # run_sweep and sweep_report, not af.sweep)
+    # sweeps (the package above aifabric.api: the functions are run_sweep and
+    # sweep_report, not af.sweep) and the results store
     "Store": "aifabric.store",
-    "Sweep": "aifabric.sweep.model",
-    "SweepRun": "aifabric.sweep.runner",
-    "load_sweep": "aifabric.sweep.model",
-    "run_sweep": "aifabric.api",
-    "sweep_report": "aifabric.api",
+    "Sweep": "aifabric.sweep",
+    "SweepRun": "aifabric.sweep",
+    "load_sweep": "aifabric.sweep",
+    "run_sweep": "aifabric.sweep",
+    "sweep_report": "aifabric.sweep",
 }
 
 __all__ = [
@@ -160,15 +153,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-#: API functions named like a subpackage: ``aifabric.plan`` and ``aifabric.goodput`` are the
-#: subpackages, whose modules are callable (calling one calls :func:`aifabric.api.plan` /
-#: :func:`aifabric.api.goodput`), so ``af.plan(fab)`` works whichever was imported first
-_CALLABLE_PACKAGES = frozenset({"plan", "goodput"})
-
-
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_PACKAGES:  # importing it sets it on this package
-        return importlib.import_module(f"{__name__}.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'aifabric' has no attribute {name!r}")

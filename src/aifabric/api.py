@@ -33,20 +33,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS
 
 if TYPE_CHECKING:  # imported when used: ``import aifabric.api`` stays light
     import pandas as pd
 
     from aifabric.configs.check import Deviation
-    from aifabric.goodput.model import GoodputResult
-    from aifabric.goodput.spec import GoodputScenario
+    from aifabric.reliability.model import GoodputResult
+    from aifabric.reliability.spec import GoodputScenario
     from aifabric.routing.route import Routed
-    from aifabric.scenario import Scenario
+    from aifabric.routing.scenario import Scenario
     from aifabric.sim.results import SimResult
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec import Spec
-    from aifabric.sweep.model import Sweep
-    from aifabric.sweep.runner import SweepRun
     from aifabric.topology import Fabric
 
 __all__ = [
@@ -70,9 +69,7 @@ __all__ = [
     "propose",
     "results",
     "route",
-    "run_sweep",
     "simulate",
-    "sweep_report",
 ]
 
 SIMS = ("flow", "analytic", "packet")
@@ -120,19 +117,6 @@ def jsonable(x: Any) -> Any:
         x, default=lambda v: v.item() if hasattr(v, "item") else str(v))))
 
 
-def _build(spec: Spec, file: str | Path | None = None) -> Fabric:
-    """Build a fabric, refusing one predicted to need more memory than the limit before
-    anything is built; problems name ``file``."""
-    from aifabric.guard import check_fabric
-    from aifabric.topology import build_fabric as _build_fabric
-
-    try:
-        check_fabric(spec)
-        return _build_fabric(spec)
-    except SpecError as err:
-        raise err.with_file(str(file)) if file else err from None
-
-
 def _fabric_of(scn: Scenario, fabric: Fabric | None) -> Fabric:
     if fabric is not None:
         from aifabric.topology import Fabric
@@ -149,7 +133,7 @@ def _fabric_of(scn: Scenario, fabric: Fabric | None) -> Fabric:
                                     f"({scn.spec.name!r}, or one of its fields overridden); "
                                     "allowed: build_fabric(scn.spec), or None"))
         return fabric
-    return _build(scn.spec, scn.spec_file or scn.file)
+    return build_fabric(scn.spec, file=scn.spec_file or scn.file)
 
 
 # ---------------------------------------------------------------- specs, fabrics, plans
@@ -161,13 +145,23 @@ def load_spec(path: str | Path) -> Spec:
     return _load_spec(path)
 
 
-def build_fabric(spec: Spec | str | Path) -> Fabric:
+def build_fabric(spec: Spec | str | Path, *, file: str | Path | None = None) -> Fabric:
     """Build the fabric of a spec (or of the spec file at a path): every GPU, NIC port,
     switch and link as numpy arrays. A fabric predicted to need more memory than the limit
-    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built."""
+    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built.
+    Problems name ``file`` (default: the path given, if any): the spec's file when a Spec
+    loaded from one is given. This is the one guarded build every command uses."""
+    from aifabric.guard import check_fabric
+    from aifabric.topology import build_fabric as _build_fabric
+
     if isinstance(spec, str | Path):
-        return _build(load_spec(spec), spec)
-    return _build(spec)
+        file = spec if file is None else file
+        spec = load_spec(spec)
+    try:
+        check_fabric(spec)
+        return _build_fabric(spec)
+    except SpecError as err:
+        raise err.with_file(str(file)) if file else err from None
 
 
 @dataclass(frozen=True)
@@ -213,7 +207,7 @@ def plan(fab: Fabric | Spec | str | Path, *, bisection: bool = True) -> Plan:
     """The design of a fabric (or of a spec, or a spec file): counts per tier, links,
     optics, oversubscription, bisection bandwidth (a max-flow; ``bisection=False`` skips
     it) and hops between GPUs."""
-    from aifabric.plan import plan_fabric
+    from aifabric.planning import plan_fabric
     from aifabric.topology import Fabric
 
     f = fab if isinstance(fab, Fabric) else build_fabric(fab)
@@ -224,7 +218,7 @@ def plan(fab: Fabric | Spec | str | Path, *, bisection: bool = True) -> Plan:
 class Proposal:
     """Candidate designs for a cluster size, best first (``plan --gpus N``)."""
 
-    candidates: list[Any]  # aifabric.plan.propose.Candidate, ranked; those that fit first
+    candidates: list[Any]  # aifabric.planning.propose.Candidate, ranked; those that fit first
     chosen: Any  # the best Candidate
     rank_rule: str
 
@@ -251,8 +245,8 @@ def propose(*, gpus: int, nic_gbps: int = 400, switch_ports: int = 128,
             option: str = "gpus") -> Proposal:
     """Candidate designs for ``gpus`` GPUs (every family that fits, planned and ranked);
     SpecError listing why each design does not fit when none does."""
-    from aifabric.plan.propose import RANK_RULE, ranked
-    from aifabric.plan.propose import propose as _propose
+    from aifabric.planning.propose import RANK_RULE, ranked
+    from aifabric.planning.propose import propose as _propose
 
     for name, v, lo in (("gpus", gpus, 1), ("nic_gbps", nic_gbps, 1),
                         ("switch_ports", switch_ports, 2), ("switch_gbps", switch_gbps, 1),
@@ -314,43 +308,6 @@ class BuildResult:
         return d
 
 
-def check_validate_tools(option: str = "validate") -> None:
-    """One line naming exactly what validation lacks (yanglint and the SonIC YANG models
-    named by ``AIFABRIC_SONIC_YANG``, FRR's vtysh), before any work."""
-    import shutil
-
-    from aifabric.configs.yang import models_problem
-
-    problem = models_problem()
-    if problem is None and shutil.which("vtysh") is None:
-        problem = "vtysh not found on PATH; install FRR (Debian/Ubuntu package frr)"
-    if problem is not None:
-        raise SpecError(Problem(option, problem))
-
-
-def validate_configs(ctx: Any, option: str = "validate"
-                     ) -> tuple[int, list[tuple[str, str]], list[tuple[str, str]]]:
-    """Every switch's config_db.json against SONiC's YANG models and frr.conf with FRR, as
-    they would be written: (switches checked, YANG problems, FRR problems)."""
-    from aifabric.configs.build import config_db_json
-    from aifabric.configs.frr import render_frr
-    from aifabric.configs.frrcheck import validate_frr_confs
-    from aifabric.configs.sonic import render_config_db
-    from aifabric.configs.yang import validate_config_dbs
-
-    switches = ctx.plan.switches.tolist()
-    names = [str(ctx.fabric.nodes.name[n]) for n in switches]
-    try:
-        dbs = [(name, json.loads(config_db_json(render_config_db(ctx.switches, n))))
-               for name, n in zip(names, switches, strict=True)]
-        yang = validate_config_dbs(dbs)
-        frr = validate_frr_confs([(name, render_frr(ctx.switches, n))
-                                  for name, n in zip(names, switches, strict=True)])
-    except FileNotFoundError as exc:
-        raise SpecError(Problem(option, str(exc))) from None
-    return len(names), [tuple(x) for x in yang], [tuple(x) for x in frr]
-
-
 def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
           bars: Bars | None = None, option: str = "out") -> BuildResult:
     """Write every file needed to cable and configure the fabric of ``spec`` (a Spec or a
@@ -362,8 +319,10 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     when one is invalid (``BuildResult.written`` False). ``bars``: progress (the CLI's)."""
     from aifabric.configs import BuildContext, write_build
     from aifabric.configs.build import n_files
+    from aifabric.configs.validate import check_validate_tools, validate_configs
     from aifabric.outputs import BUILD, check_target
     from aifabric.spec import Spec as _Spec
+    from aifabric.telemetry.monitoring import render_monitoring
     from aifabric.topology import LinkKind, NodeKind
 
     if validate:
@@ -378,7 +337,7 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     else:
         raise SpecError(Problem("spec", f"got {type(spec).__name__}; allowed: a Spec or "
                                 "the path of a spec file"))
-    fabric = _build(spec, file)
+    fabric = build_fabric(spec, file=file)
     try:
         ctx = BuildContext.of(fabric)
     except SpecError as err:
@@ -391,7 +350,8 @@ def build(spec: Spec | str | Path, out: str | Path, *, validate: bool = False,
     written = not (yang or frr)
     if written:
         with (bars or _no_bar)("files", n_files(fabric), f"building {spec.name}") as advance:
-            count = write_build(fabric, out, progress=advance, ctx=ctx)
+            count = write_build(fabric, out, progress=advance, ctx=ctx,
+                                extra=(render_monitoring,))
     dash = (out / "monitoring" / "grafana" / "dashboards")
     sw = len(ctx.plan.switches)
     return BuildResult(
@@ -414,13 +374,13 @@ def _model_for(doc: Any, kind: str | None) -> type[Scenario]:
     if kind is None:
         kind = "goodput" if isinstance(doc, dict) and "goodput" in doc else "simulate"
     if kind == "goodput":
-        from aifabric.goodput.spec import GoodputScenario
+        from aifabric.reliability.spec import GoodputScenario
 
         return GoodputScenario
     if kind == "simulate":
         return SimScenario
     if kind == "route":
-        from aifabric.scenario import Scenario
+        from aifabric.routing.scenario import Scenario
 
         return Scenario
     raise SpecError(Problem("kind", f"unknown kind {kind!r}; allowed: simulate, route, "
@@ -431,7 +391,7 @@ def load_scenario(path: str | Path, *, kind: str | None = None) -> Scenario:
     """Read and validate the scenario at ``path``: a goodput scenario when the document has
     a ``goodput:`` section, a simulation scenario otherwise (it holds what ``route`` needs
     too); ``kind`` ("simulate", "route", "goodput") chooses explicitly."""
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.spec.load import load_yaml
 
     p = Path(path)
@@ -448,23 +408,24 @@ def build_scenario(*, spec: Spec | str | Path | Mapping[str, Any], kind: str = "
     "gpus": 64}])``. Validated exactly as a YAML document (routing overrides merged into
     the spec's routing, problems as SpecError); relative paths resolve against
     ``base_dir`` (default: the current folder)."""
-    from aifabric.overrides import _jsonable, _spec_mapping
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.overrides import jsonable as plain_json
+    from aifabric.routing.overrides import spec_mapping
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.spec import Spec
 
     if isinstance(spec, Spec):
-        spec_doc: Any = _spec_mapping(spec)
+        spec_doc: Any = spec_mapping(spec)
     elif isinstance(spec, Path):
         spec_doc = str(spec)
     else:
         spec_doc = spec
-    doc = {**_jsonable(fields_), "spec": _jsonable(spec_doc)}
+    doc = {**plain_json(fields_), "spec": plain_json(spec_doc)}
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     return scenario_from_dict(doc, base_dir=base, model=_model_for(doc, kind))
 
 
 def _as_scenario(scn: Any, kind: str) -> Any:
-    from aifabric.scenario import Scenario
+    from aifabric.routing.scenario import Scenario
 
     if isinstance(scn, str | Path):
         return load_scenario(scn, kind=kind if kind != "route" else None)
@@ -544,7 +505,7 @@ class Result:
     @property
     def run_id(self) -> str:
         """The content hash of the scenario as run (:func:`aifabric.content_hash`)."""
-        from aifabric.overrides import content_hash
+        from aifabric.sim.identity import content_hash
 
         if self.source is None:
             raise SpecError(Problem("scenario", "this result does not know its scenario; "
@@ -555,7 +516,7 @@ class Result:
                   overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The results-store row of this run: run id (content hash), sweep, point,
         overrides (JSON, sorted keys), simulator, seed, status and :meth:`figures`."""
-        from aifabric.overrides import canonical_json
+        from aifabric.routing.overrides import canonical_json
 
         return {"run_id": self.run_id, "sweep": sweep, "point": point,
                 "overrides": canonical_json(dict(overrides or {})), "sim": self.sim,
@@ -619,7 +580,7 @@ def _no_bar(kind: str, total: int, label: str) -> Iterator[None]:
 
 
 def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
-             max_events: float | None = 2e8, fabric: Fabric | None = None,
+             max_events: float | None = DEFAULT_MAX_EVENTS, fabric: Fabric | None = None,
              bars: Bars | None = None) -> Result:
     """Simulate a scenario (or the scenario file at a path) on its fabric.
 
@@ -664,168 +625,6 @@ def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
 
 # ---------------------------------------------------------------- route
 
-def _iface(f: Fabric, node: np.ndarray, port: np.ndarray) -> np.ndarray:
-    from aifabric.topology.fabric import NodeKind
-
-    kind = f.nodes.kind[node]
-    sw = np.isin(kind, (NodeKind.TOR, NodeKind.AGG, NodeKind.CORE))
-    nic = kind == NodeKind.NIC
-    out = np.full(len(node), "", dtype=object)
-    out[sw] = np.strings.add("Ethernet", port[sw].astype(np.str_)).astype(object)
-    r = f.nodes.rail[node[nic]].astype(np.str_)
-    s = f.nodes.side[node[nic]].astype(np.str_)
-    out[nic] = np.strings.add(np.strings.add(np.strings.add("ens", r), "f"), s).astype(object)
-    return out
-
-
-def _device(f: Fabric, node: np.ndarray) -> np.ndarray:
-    from aifabric.topology.fabric import NodeKind
-
-    nic = f.nodes.kind[node] == NodeKind.NIC
-    dev = f.nodes.name[node].astype(object)
-    dev[nic] = f.nodes.name[f.host_node[f.nodes.host[node[nic]]]].astype(object)
-    return dev
-
-
-def link_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per link direction: ends, interfaces, tier, capacity, state, flows, bytes."""
-    from aifabric.routing.stats import TIERS, tier_of_arcs
-
-    f = routed.fabric
-    src, dst, cap = f.arcs
-    arc = np.arange(2 * f.n_links)
-    link = arc // 2
-    up = arc % 2 == 0
-    links = f.links
-    sport = np.where(up, links.a_port[link], links.b_port[link])
-    dport = np.where(up, links.b_port[link], links.a_port[link])
-    tier_idx = tier_of_arcs(routed)
-    labels = np.array([t[0] for t in TIERS], dtype=object)
-    return {
-        "arc": arc, "link": link, "direction": np.where(up, "up", "down").astype(object),
-        "tier": labels[tier_idx],
-        "from": _device(f, src), "from_port": _iface(f, src, sport),
-        "to": _device(f, dst), "to_port": _iface(f, dst, dport),
-        "capacity_gbps": cap, "alive": np.repeat(routed.alive, 2),
-        "flows": routed.arc_flows(), "bytes": routed.arc_bytes(),
-    }
-
-
-def _ip(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.uint32)
-    parts = [((x >> np.uint32(s)) & np.uint32(255)).astype(np.str_) for s in (24, 16, 8, 0)]
-    out = parts[0]
-    for p in parts[1:]:
-        out = np.strings.add(np.strings.add(out, "."), p)
-    return np.where(x == 0, "", out).astype(object)
-
-
-def flow_table(routed: Routed) -> dict[str, np.ndarray]:
-    """One row per flow: endpoints, NIC ports, 5-tuple, bytes, state, path (node names)."""
-    from aifabric.routing.scenario import path_names
-
-    f = routed.fabric
-    fl = routed.flows
-    names = f.nodes.name.astype(object)
-    nic_name = np.where(fl.src_nic >= 0, names[np.maximum(fl.src_nic, 0)], "")
-    dnic_name = np.where(fl.dst_nic >= 0, names[np.maximum(fl.dst_nic, 0)], "")
-    n = len(fl)
-    hops = np.diff(routed.ptr)
-    path = path_names(routed)  # node names along the path; sprayed: see the links table
-    return {
-        "flow": np.arange(n), "conn": fl.conn, "qp": fl.qp,
-        "src_gpu": names[fl.src_gpu], "dst_gpu": names[fl.dst_gpu],
-        "src_nic": nic_name, "dst_nic": dnic_name,
-        "src_ip": _ip(fl.src_ip), "dst_ip": _ip(fl.dst_ip), "sport": fl.sport,
-        "dport": fl.dport, "proto": fl.proto, "size_bytes": fl.size_bytes,
-        "unreachable": routed.unreachable, "moved": routed.moved, "hops": hops,
-        "path": path,
-    }
-
-
-def _write_table(cols: dict[str, np.ndarray], path: Path, fmt: str) -> None:
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        pq.write_table(pa.table({k: list(v) if v.dtype == object else v
-                                 for k, v in cols.items()}), path)
-        return
-    import csv
-
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
-        w.writerow(list(cols))
-        w.writerows(zip(*(c.tolist() for c in cols.values()), strict=True))
-
-
-def _histogram(routed: Routed, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
-    import matplotlib.pyplot as plt
-
-    from aifabric.routing.stats import TIERS, tier_of_arcs
-
-    by = routed.arc_bytes()
-    tier = tier_of_arcs(routed)
-    src, dst, _ = routed.fabric.arcs
-    shown = []
-    for i, (label, _, _) in enumerate(TIERS):
-        sel = tier == i
-        senders = np.zeros(routed.fabric.n_nodes, dtype=bool)
-        senders[src[sel & (by > 0)]] = True
-        backup = routed.fabric.nodes.backup
-        cand = sel & senders[src] & np.repeat(routed.alive, 2) & ~backup[src] & ~backup[dst]
-        if cand.any():
-            shown.append((label, by[cand] / 2**20))
-    fig, axes = plt.subplots(len(shown) or 1, 1, figsize=(7, 1.9 * max(1, len(shown))),
-                             squeeze=False)
-    for ax, (label, v) in zip(axes[:, 0], shown, strict=False):
-        ax.hist(v, bins=40, color="#4477aa")
-        ax.set_title(f"{label}: {len(v):,} links, {int((v == 0).sum()):,} idle", fontsize=9)
-        ax.set_ylabel("links", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[-1, 0].set_xlabel("load per link direction (MiB)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_route(out: Path, routed: Routed, report: dict[str, Any], fmt: str,
-                record: str | None = None, option: str = "--out") -> list[str]:
-    """Write what ``route --out`` writes: links and flows tables, a histogram,
-    report.json and (``record``) run.json, all at once into ``out``
-    (:func:`aifabric.outputs.atomic_folder`); returns the file names."""
-    from aifabric.outputs import ROUTE, atomic_folder
-
-    ext = "parquet" if fmt == "parquet" else "csv"
-    names = [f"links.{ext}", f"flows.{ext}", "link_load_hist.png", "report.json"]
-    with atomic_folder(out, option=option, **ROUTE) as tmp:
-        _write_table(link_table(routed), tmp / names[0], fmt)
-        _write_table(flow_table(routed), tmp / names[1], fmt)
-        _histogram(routed, tmp / names[2])
-        (tmp / names[3]).write_text(json.dumps(report, indent=2), encoding="utf-8")
-        if record is not None:
-            (tmp / "run.json").write_text(record, encoding="utf-8")
-            names.append("run.json")
-    return names
-
-
-def check_table_format(fmt: str, option: str = "--format") -> None:
-    """csv, or parquet when pyarrow is installed; one line otherwise."""
-    if fmt not in ("csv", "parquet"):
-        raise SpecError(Problem(option, f"unknown format {fmt!r}; allowed: csv, parquet"))
-    if fmt == "parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise SpecError(Problem(option, "parquet needs pyarrow, which is an extra: "
-                                    "pip install -e '.[parquet]' (or pip install "
-                                    "'aifabric[parquet]'); allowed without it: csv")) from None
-
-
 class RouteResult:
     """Where a scenario's flows go: the summary ``route --json`` prints and DataFrames of
     the per-tier loads, every link direction and every flow with its path."""
@@ -855,6 +654,8 @@ class RouteResult:
     def links(self) -> pd.DataFrame:
         """One row per link direction (``links.csv`` of ``route --out``)."""
         if "links" not in self._frames:
+            from aifabric.report.route import link_table
+
             self._frames["links"] = frame(link_table(self.routed))
         return self._frames["links"]
 
@@ -862,6 +663,8 @@ class RouteResult:
     def flows(self) -> pd.DataFrame:
         """One row per flow with its path (``flows.csv`` of ``route --out``)."""
         if "flows" not in self._frames:
+            from aifabric.report.route import flow_table
+
             self._frames["flows"] = frame(flow_table(self.routed))
         return self._frames["flows"]
 
@@ -870,6 +673,8 @@ class RouteResult:
         """Write the folder ``aifabric route --out`` writes; returns it. ``option``: the
         name problems give; ``scenario_file``: run.json's (default: the scenario's file)."""
         from aifabric.outputs import ROUTE, check_target
+        from aifabric.report.route import write_route
+        from aifabric.report.write import check_table_format
         from aifabric.runinfo import run_record_text
 
         check_table_format(fmt, "--format" if option.startswith("--") else "fmt")
@@ -944,7 +749,7 @@ class GoodputRun:
     tables ``goodput --out`` writes, as DataFrames."""
 
     def __init__(self, raw: GoodputResult):
-        from aifabric.goodput.report import jsonable as gp_jsonable
+        from aifabric.reliability.report import jsonable as gp_jsonable
 
         self.raw = raw
         self.scenario: str = raw.scenario
@@ -970,8 +775,8 @@ class GoodputRun:
 
     def save(self, out: str | Path) -> Path:
         """Write the folder ``aifabric goodput --out`` writes; returns it."""
-        from aifabric.goodput.report import MARKER, write_goodput
         from aifabric.outputs import check_target
+        from aifabric.reliability.report import MARKER, write_goodput
 
         out = Path(out)
         check_target(out, option="out", folder=True, **MARKER)
@@ -986,8 +791,8 @@ def goodput(scn: GoodputScenario | str | Path, *, trials: int | None = None,
     time ratio, interruptions, time lost by cause, checkpoint sweep). ``trials``, ``seed``
     and ``horizon`` (seconds, or text such as "30d") override the scenario's goodput
     section."""
-    from aifabric.goodput.model import run_goodput
-    from aifabric.goodput.spec import MAX_S, GoodputScenario, parse_duration
+    from aifabric.reliability.model import run_goodput
+    from aifabric.reliability.spec import MAX_S, GoodputScenario, parse_duration
 
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
                                or not 1 <= trials <= 1_000_000):
@@ -1067,7 +872,7 @@ def _load_build(build: str | Path) -> _Build:
     if not spec_file.is_file():
         raise SpecError(Problem("", f"not an aifabric build folder (no {SPEC_FILE}); allowed: "
                                 "a folder written by aifabric build", str(build)))
-    fab = _build(load_spec(spec_file), spec_file)
+    fab = build_fabric(spec_file)
     try:
         ctx = BuildContext.of(fab)
     except SpecError as err:
@@ -1164,34 +969,3 @@ def results(sql: str | None = None, *, store: str | Path = "results") -> pd.Data
     from aifabric.store import results as _results
 
     return _results(sql, store=store)
-
-
-# ---------------------------------------------------------------- sweeps
-
-def run_sweep(sweep: Sweep | str | Path, out: str | Path, *, engine: str = "local",
-              address: str | None = None, jobs: int | None = None, resume: bool = False,
-              max_events: float | None = 2e8, max_memory: str | None = None) -> SweepRun:
-    """Run a sweep (a :class:`~aifabric.sweep.model.Sweep` or a sweep file) into the
-    results store ``out``, as ``aifabric sweep FILE --out DIR`` does: every point is
-    validated before any runs (SpecError), then run locally (``jobs`` processes; 1 = in
-    this process) or on Ray (``engine="ray"``, ``address``); failed points are rows with
-    their error. ``resume`` skips the points stored ok (a store holding this sweep is
-    refused without it). Returns the :class:`~aifabric.sweep.runner.SweepRun` counts."""
-    from aifabric.sweep.model import load_sweep
-    from aifabric.sweep.runner import check_options
-    from aifabric.sweep.runner import run_sweep as _run
-
-    check_options(engine, jobs, address)
-    sw = load_sweep(sweep) if isinstance(sweep, str | Path) else sweep
-    return _run(sw, out, engine=engine, address=address, jobs=jobs, resume=resume,
-                max_events=max_events, max_memory=max_memory)
-
-
-def sweep_report(store: str | Path, out: str | Path | None = None,
-                 sweep: str | None = None) -> Path:
-    """Write a sweep's report (``aifabric sweep report``): every row, each figure against
-    each swept field with its spread over seeds (CSV tables, PNG plots), report.md.
-    Returns the path of report.md."""
-    from aifabric.sweep.report import write_report
-
-    return write_report(store, out, sweep)

@@ -133,7 +133,7 @@ def _active_gpus(f: Fabric) -> np.ndarray:
 
 def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
     """ASTRA-sim's network.yml, system.json and memory.json for ``f`` (+ NOTES.md)."""
-    from aifabric.plan.summary import plan_fabric
+    from aifabric.planning.summary import plan_fabric
 
     nodes, links = f.nodes, f.links
     gpus = _active_gpus(f)

@@ -30,8 +30,8 @@ from typing import Any
 from aifabric.errors import Problem, SpecError
 
 __all__ = ["FabricEstimate", "WorkloadEstimate", "check_fabric", "check_traffic",
-           "check_workload", "estimate_fabric", "estimate_traffic", "estimate_workload",
-           "fabric_bytes", "fmt_bytes", "memory_limit", "parse_size", "set_limit"]
+           "estimate_fabric", "estimate_traffic", "fabric_bytes", "fmt_bytes", "memory_limit",
+           "parse_size", "refuse", "set_limit", "traffic_rows"]
 
 # ------------------------------------------------------------------ the memory model
 #: bytes of the non-name node columns (NodeTable: 3 x int8, bool, int16, 9 x 32-bit)
@@ -149,7 +149,7 @@ def memory_limit() -> tuple[int | None, str]:
         "the memory free on this machine less a margin"
 
 
-def _refuse(path: str, what: str, need: int, file: str | None, held: int = 0,
+def refuse(path: str, what: str, need: int, file: str | None, held: int = 0,
             note: str = "") -> None:
     """Raise when ``need`` bytes are more than the limit; ``held`` (bytes already in use,
     e.g. the fabric) counts against an explicit limit (free memory already excludes it)."""
@@ -409,7 +409,7 @@ def check_fabric(spec: Any, file: str | os.PathLike[str] | None = None) -> Fabri
     # say it now: raising the limit would only lead to this error
     note = f"; besides, it cannot be built as specified: {est.problem}" if est.problem else ""
     field = "hosts.gpus" if spec.hosts.gpus is not None else "hosts.count"
-    _refuse(field, what, est.peak_bytes, str(file) if file else None, note=note)
+    refuse(field, what, est.peak_bytes, str(file) if file else None, note=note)
     return est
 
 
@@ -428,57 +428,6 @@ class WorkloadEstimate:
         """Predicted peak memory of compiling, routing and simulating the rows."""
         per_row = ROW_BYTES[self.sim] + ROW_BYTES_PER_QP[self.sim] * max(0, self.qps - 1)
         return FIXED_BYTES[self.sim] + self.rows * per_row
-
-
-def collective_rows(op: str, algorithm: str | None, n: int, *, channels: int = 1,
-                    size_bytes: float = 0, chunk_bytes: float = 4 << 20,
-                    groups: int = 1) -> int:
-    """Transfer rows (an upper bound) the DAG gets for one collective of ``n`` GPUs
-    (``groups`` rows of a grouped ring or All-to-All)."""
-    if n < 2:
-        return 0
-    from aifabric.workload.collectives import ALGORITHMS
-
-    algorithm = algorithm or ALGORITHMS.get(op, ("direct",))[0]
-    lg = max(1, (n - 1).bit_length())
-    if op == "alltoall":
-        return groups * n * (n - 1)
-    if op == "p2p":
-        return n
-    if op == "broadcast":
-        k = max(1, math.ceil(size_bytes / chunk_bytes))
-        return (n - 1) * min(k, n) + n
-    if algorithm == "ring":
-        return groups * n * channels
-    if algorithm == "tree":
-        return _tree_rows(n, size_bytes, chunk_bytes)
-    if algorithm == "halving_doubling":
-        return (2 if op == "allreduce" else 1) * n * lg
-    if algorithm == "hierarchical":
-        return n * (2 + channels)
-    return n * n
-
-
-def _tree_rows(n: int, size_bytes: float, chunk_bytes: float) -> int:
-    """Rows of the pipelined double binary tree: the active edge set changes only where a
-    level's up or down window opens or closes, so at most 4 x depth + 1 distinct stages;
-    each stage holds the active edges of both trees (O(n) work for the tree's levels)."""
-    import numpy as np
-
-    from aifabric.workload.collectives.tree import binary_tree
-
-    par, dep = binary_tree(n)
-    D = int(dep.max())
-    k = max(1, math.ceil(size_bytes / 2 / chunk_bytes))
-    per_level = np.bincount(dep[par >= 0], minlength=D + 1)[1:] * 2  # two trees
-    lv = np.arange(1, D + 1)
-    starts = np.concatenate([D - lv, D + lv - 1])  # up window, down window of each level
-    ends = starts + k
-    cnt = np.concatenate([per_level, per_level])
-    total = k + 2 * D - 1
-    bounds = np.unique(np.clip(np.concatenate([starts, ends, [0, total]]), 0, total))
-    at = bounds[:-1, None]
-    return int((((starts <= at) & (at < ends)) * cnt).sum())
 
 
 def _gpu_set_size(sel: Any, n_all: int) -> int:
@@ -529,58 +478,6 @@ def traffic_rows(patterns: Iterable[Any], n_gpus: int, base_dir: Path | None = N
     return out
 
 
-def _job_rows(js: Any) -> int:
-    """Transfer rows of a training job, as ``workload.job.add_job`` compiles it: per
-    iteration and per (micro-batch, stage), forward and backward, one grouped TP ring
-    (dp x tp rows), one grouped EP All-to-All (MoE), the pipeline sends; per stage and
-    gradient bucket, the DP AllReduce of every TP rank."""
-    par = js.parallel
-    dp, tp, pp, ep = par.dp, par.tp, par.pp, par.ep
-    M, m = js.micro_batches, js.model
-    L = max(1, m.layers // pp)
-    moe = (L // m.moe_every) if m.moe_every else 0
-    per_mb = (dp * tp if tp > 1 else 0) + (dp * tp * (ep - 1) if ep > 1 and moe else 0)
-    rows = 2 * M * pp * per_mb + 2 * M * (pp - 1) * dp * tp
-    if dp > 1:
-        grad = m.params * m.bytes_per_value / (tp * pp) / js.buckets
-        rows += pp * js.buckets * tp * collective_rows(
-            "allreduce", js.dp_algorithm, dp, channels=js.channels, size_bytes=grad)
-    return js.iterations * rows
-
-
-def estimate_workload(scn: Any, n_gpus: int, sim: str | None = None) -> WorkloadEstimate:
-    """Transfer rows of a simulation scenario's jobs, collectives and traffic (from the
-    scenario fields alone: nothing is placed or compiled)."""
-    entries: list[tuple[str, int]] = []
-    for i, js in enumerate(getattr(scn, "jobs", []) or []):
-        n = js.gpus if isinstance(js.gpus, int) else len(js.gpus)
-        entries.append((f"jobs[{i}]", _job_rows(js) if n <= n_gpus else 0))
-    for i, cs in enumerate(getattr(scn, "collectives", []) or []):
-        n = cs.gpus if isinstance(cs.gpus, int) else len(cs.gpus)
-        n = min(n, n_gpus)
-        entries.append((f"collectives[{i}]", cs.repeat * collective_rows(
-            cs.op, cs.algorithm, n, channels=cs.channels, size_bytes=cs.size_bytes,
-            chunk_bytes=cs.chunk_bytes)))
-    entries += traffic_rows(getattr(scn, "traffic", []) or [], n_gpus,
-                            getattr(scn, "base_dir", None))
-    rows = sum(r for _, r in entries)
-    biggest = max(entries, key=lambda e: e[1])[0] if entries else "jobs"
-    qps = int(scn.spec.routing.qps_per_connection or 1)
-    return WorkloadEstimate(rows=rows, qps=qps, sim=sim or getattr(scn, "sim", "flow"),
-                            biggest=biggest)
-
-
-def check_workload(scn: Any, n_gpus: int, sim: str | None = None, file: str | None = None,
-                   fabric_bytes: int = 0) -> WorkloadEstimate:
-    """Refuse a scenario whose transfers would need more memory than the limit (before
-    anything is placed, compiled or routed)."""
-    est = estimate_workload(scn, n_gpus, sim)
-    what = (f"this scenario would make about {est.rows:,} transfers x {est.qps} QP(s) on "
-            f"the {est.sim} simulator (most from {est.biggest})")
-    _refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes)
-    return est
-
-
 def fabric_bytes(f: Any) -> int:
     """Bytes of a built fabric's node and link arrays."""
     from dataclasses import fields
@@ -604,5 +501,5 @@ def check_traffic(patterns: Iterable[Any], n_gpus: int, qps: int,
     """Refuse traffic (``aifabric route``) whose flows would need more than the limit."""
     est = estimate_traffic(patterns, n_gpus, qps, base_dir)
     what = f"this traffic would make about {est.rows:,} connections x {est.qps} QP(s)"
-    _refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes)
+    refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes)
     return est

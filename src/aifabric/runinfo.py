@@ -9,7 +9,7 @@ later tool (``aifabric serve RUN_DIR``) can rebuild the run's fabric and routing
 ``scenario`` is the scenario as validated (command-line overrides such as ``--sim`` or
 ``--policy`` applied, the routing overrides already merged into ``spec.routing``), in
 plain JSON: :func:`scenario_from_record` rebuilds an equal scenario with
-:func:`aifabric.scenario.scenario_from_dict`. A traffic CSV or a Chakra trace is named
+:func:`aifabric.routing.scenario.scenario_from_dict`. A traffic CSV or a Chakra trace is named
 by its absolute path (it is not copied). The text is deterministic: same scenario, same bytes.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aifabric.errors import Problem, SpecError
-from aifabric.scenario import Scenario
+from aifabric.routing.scenario import Scenario
 
 __all__ = ["FORMAT", "RUN_JSON", "read_record", "run_record", "run_record_text",
            "scenario_from_record"]
@@ -76,7 +76,7 @@ def read_record(path: str | Path) -> dict[str, Any]:
 
 def scenario_from_record(doc: dict[str, Any], *, file: str | None = None) -> Scenario:
     """The scenario a :func:`run_record` describes (a SimScenario for ``simulate``)."""
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
 
     model: type[Scenario] = Scenario
     if doc.get("command") == "simulate":

@@ -116,7 +116,7 @@ def test_plan_is_typed_and_to_dict_is_plan_json(cli):
     assert p.bisection_gbps is None
     with pytest.raises(AttributeError):
         p.gpus = 1  # frozen
-    import aifabric.plan  # noqa: F401  (the subpackage does not replace the function)
+    import aifabric.planning  # noqa: F401  (the subpackage does not replace the function)
 
     assert callable(af.plan) and af.plan(path, bisection=False) == p
 

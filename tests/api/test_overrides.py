@@ -1,4 +1,4 @@
-"""Scenario documents, dotted-path overrides and content hashes (aifabric.overrides)."""
+"""Scenario documents, dotted-path overrides and content hashes (aifabric.routing.overrides)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import aifabric as af
-from aifabric.overrides import apply_overrides, check_override_path, scenario_document
-from aifabric.scenario import Scenario, scenario_from_dict
+from aifabric.routing.overrides import apply_overrides, check_override_path, scenario_document
+from aifabric.routing.scenario import Scenario, scenario_from_dict
 from aifabric.sim.scenario import SimScenario
 from tests.conftest import EXAMPLES, ROOT
 
@@ -154,7 +154,7 @@ def test_a_bad_path_names_the_closest_valid_names(path, names):
 def test_paths_through_lists_maps_and_unions_are_valid():
     """List items by index, mapping values, union members (topology families),
     Optional models: all accepted without a value."""
-    from aifabric.goodput.spec import GoodputScenario
+    from aifabric.reliability.spec import GoodputScenario
 
     for path in ("jobs.0.parallel.dp", "collectives.3.size_bytes", "spec.topology.planes",
                  "spec.topology.k", "workload.ranks", "packet.cc.dcqcn.rpg_gd", "failures",

@@ -20,7 +20,7 @@ import yaml
 
 from aifabric import build_fabric
 from aifabric.export_sim import astra_sim_files, simai_files
-from aifabric.plan.summary import plan_fabric
+from aifabric.planning.summary import plan_fabric
 from aifabric.spec.load import load_spec
 from tests.conftest import ROOT
 

@@ -49,7 +49,7 @@ def _scenario(tmp_path: Path, body: str, name: str = "s") -> Path:
 
 
 def _load(case: str):
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.scenario import SimScenario
     from aifabric.topology import build_fabric
 
@@ -201,7 +201,7 @@ def test_ns3_config_follows_the_deployed_qos_when_the_scenario_sets_none(tmp_pat
     """A scenario without packet.ecn takes the spec's deploy.qos.ecn (the effective packet
     config): changing the deployed thresholds changes KMIN_MAP."""
     from aifabric.crosscheck import export_scenario
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.scenario import SimScenario
     from aifabric.topology import build_fabric
 

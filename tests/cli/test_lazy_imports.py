@@ -59,7 +59,7 @@ def test_a_command_imports_only_its_own_module():
     mods = _modules_after(_cli_run("export", "--help"))
     cli_mods = sorted(m for m in mods if m.startswith("aifabric.cli."))
     assert cli_mods == ["aifabric.cli._common", "aifabric.cli.export"]
-    assert "aifabric.plan.summary" not in mods  # another command's dependency
+    assert "aifabric.planning.summary" not in mods  # another command's dependency
 
 
 @pytest.mark.parametrize("name", ["lab", "demo"])

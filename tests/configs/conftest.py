@@ -12,6 +12,7 @@ import pytest
 from aifabric import build_fabric
 from aifabric.configs import BuildContext, build_files
 from aifabric.spec import spec_from_dict
+from aifabric.telemetry.monitoring import render_monitoring
 
 #: one small spec per family; lossy QoS on one of them, per-pair ToR ASNs on HPN
 SMALL: dict[str, dict] = {
@@ -56,7 +57,7 @@ def small_ctx(family: str) -> BuildContext:
 
 @cache
 def small_files(family: str) -> dict[str, str]:
-    return build_files(small_ctx(family).fabric)
+    return build_files(small_ctx(family).fabric, extra=(render_monitoring,))  # all of it
 
 
 @cache

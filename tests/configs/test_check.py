@@ -14,7 +14,7 @@ from tests.configs.conftest import SMALL
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """A build of the small HPN fabric and its planned facts (check --template)."""
-    from aifabric.cli._common import build
+    from aifabric.api import build_fabric as build
     from aifabric.configs import write_build
     from aifabric.spec import spec_from_dict
 

@@ -28,6 +28,7 @@ from aifabric.configs.quote import line, md
 from aifabric.errors import SpecError
 from aifabric.spec import Spec, spec_from_dict
 from aifabric.spec.models import SwitchRole
+from aifabric.telemetry.monitoring import render_monitoring
 from tests.configs.conftest import FAMILIES, SMALL, small_files
 
 #: every way out of a shell word, an FRR line, JSON, XML, CSV and Markdown
@@ -57,7 +58,7 @@ def _hostile_spec(family: str) -> Spec:
 
 @cache
 def hostile_files(family: str) -> dict[str, str]:
-    return build_files(build_fabric(_hostile_spec(family)))
+    return build_files(build_fabric(_hostile_spec(family)), extra=(render_monitoring,))
 
 
 def _run_bash(args: list[str], cwd: Path, sysfs: Path | None = None

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 
-from aifabric.plan import plan_fabric
+from aifabric.planning import plan_fabric
 from aifabric.topology import LinkKind, NodeKind
 from tests.configs.conftest import FAMILIES, config_dbs, small_ctx, small_files
 

@@ -17,7 +17,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from aifabric import SpecError, build_fabric
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.run import compile_workload, simulate
 from aifabric.sim.scenario import SimScenario
 from tests.fuzz import examples

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from aifabric.goodput.model import run_goodput
-from aifabric.goodput.spec import GoodputScenario
-from aifabric.scenario import scenario_from_dict
+from aifabric.reliability.model import run_goodput
+from aifabric.reliability.spec import GoodputScenario
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.topology import build_fabric
 
 from .test_routing import HPN, SINGLE

@@ -1,6 +1,6 @@
 """The Monte Carlo engine against closed forms (exponential failures, no topology).
 
-Model under test (see :mod:`aifabric.goodput.montecarlo`): failures arrive as a Poisson
+Model under test (see :mod:`aifabric.reliability.montecarlo`): failures arrive as a Poisson
 process of rate ``lam = 1/M`` in wall-clock time; one checkpoint level every ``tau``
 seconds of work with a stall ``delta``; a failure loses the work since the last
 checkpoint and costs ``D + R`` (detect + restart) of downtime, and a failure during the
@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aifabric.goodput.model import optimum
-from aifabric.goodput.montecarlo import Degrade, Kind, Levels, run_engine
+from aifabric.reliability.model import optimum
+from aifabric.reliability.montecarlo import Degrade, Kind, Levels, run_engine
 
 M = 10 * 3600.0  # job MTBF
 DELTA = 18.0  # checkpoint stall
@@ -193,7 +193,7 @@ def test_progress_inverts_the_job_time_exactly():
     walk cycle by cycle (work, then the stalls of every level due at its end)."""
     from math import lcm
 
-    from aifabric.goodput.montecarlo import _progress
+    from aifabric.reliability.montecarlo import _progress
 
     rng = np.random.default_rng(0)
     base, mult, save = 60.0, np.array([1, 4, 6]), np.array([2.0, 5.0, 30.0])

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aifabric.goodput.model import run_goodput
-from aifabric.goodput.spec import GoodputScenario
-from aifabric.scenario import load_scenario
+from aifabric.reliability.model import run_goodput
+from aifabric.reliability.spec import GoodputScenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.topology import build_fabric
 
 SCENARIO = Path(__file__).parents[2] / "examples" / "scenarios" / "goodput-16k-published.yaml"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aifabric.goodput.impact import Group, component_groups, job_impact
-from aifabric.goodput.spec import GoodputScenario
-from aifabric.scenario import scenario_from_dict
+from aifabric.reliability.impact import Group, component_groups, job_impact
+from aifabric.reliability.spec import GoodputScenario
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.run import compile_workload
 from aifabric.topology import build_fabric
 from aifabric.topology.fabric import LinkKind, NodeKind

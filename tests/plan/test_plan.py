@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from aifabric import plan_fabric, spec_from_dict
-from aifabric.plan import bisection_gbps
-from aifabric.plan.propose import propose
+from aifabric.planning import bisection_gbps
+from aifabric.planning.propose import propose
 from aifabric.spec import dump_spec, load_spec
 from aifabric.topology import LinkKind, NodeKind, build_fabric
 from tests.conftest import example

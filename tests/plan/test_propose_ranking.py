@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from aifabric.plan.propose import RANK_RULE, propose
+from aifabric.planning.propose import RANK_RULE, propose
 from aifabric.topology import build_fabric
 
 SIZES = [512, 1024, 2048, 5000]

@@ -9,8 +9,8 @@ import pytest
 from aifabric.errors import SpecError
 from aifabric.routing import failed_links, failure_impact, make_flows, route
 from aifabric.routing.failover import compare_routes
+from aifabric.routing.scenario import load_scenario
 from aifabric.routing.traffic import build_traffic
-from aifabric.scenario import load_scenario
 from aifabric.topology import LinkKind, NodeKind, build_fabric
 from tests.conftest import EXAMPLES
 from tests.routing.helpers import check_routed, small

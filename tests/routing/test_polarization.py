@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from aifabric.routing import route, route_stats, two_port_ratio
+from aifabric.routing.scenario import load_scenario
 from aifabric.routing.traffic import build_traffic
-from aifabric.scenario import load_scenario
 from aifabric.topology import LinkKind, NodeKind, build_fabric
 from tests.conftest import EXAMPLES
 from tests.routing.helpers import check_routed

@@ -11,8 +11,8 @@ import yaml
 from pydantic import Field
 
 from aifabric.errors import SpecError
+from aifabric.routing.scenario import Scenario, load_scenario
 from aifabric.routing.traffic import build_traffic, select_gpus
-from aifabric.scenario import Scenario, load_scenario
 from aifabric.topology import NodeKind
 from tests.conftest import EXAMPLES
 from tests.routing.helpers import SMALL_SPECS, small
@@ -36,7 +36,7 @@ def test_every_example_scenario_loads():
     assert len(files) >= 6
     for p in files:
         if "goodput" in yaml.safe_load(p.read_text()):  # aifabric goodput's scenarios
-            from aifabric.goodput.spec import GoodputScenario
+            from aifabric.reliability.spec import GoodputScenario
 
             sc = load_scenario(p, GoodputScenario)
             assert sc.jobs

@@ -36,7 +36,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from aifabric.errors import SpecError
-from aifabric.scenario import load_scenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.sim.analytic import conn_matrix
 from aifabric.sim.paths import host_side_arcs, route_dag
 from aifabric.sim.run import Workload, compile_workload, simulate

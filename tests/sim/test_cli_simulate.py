@@ -112,7 +112,7 @@ def test_every_problem_is_reported_at_once(cli, tmp_path):
 
 def test_example_scenarios_load(cli):
     """The shipped simulation scenarios are valid (their workload compiles)."""
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.run import compile_workload
     from aifabric.sim.scenario import SimScenario
     from tests.conftest import example

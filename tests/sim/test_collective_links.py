@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from aifabric import build_fabric
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.run import simulate
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec.load import spec_from_dict

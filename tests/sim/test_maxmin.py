@@ -114,7 +114,7 @@ def _alltoall_on_small_hpn():
     """An All-to-All over 64 GPUs of the HPN pod (dual-plane: NVLink inside hosts, PXN
     over NVLink then PCIe to the rail's NIC, NIC ports to ToRs): (dag, paths, xconn)."""
     from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.paths import route_dag
     from aifabric.sim.run import compile_workload
     from aifabric.sim.scenario import SimScenario

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aifabric import build_fabric
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.analytic import closed_form
 from aifabric.sim.paths import route_dag
 from aifabric.sim.run import compile_workload, simulate
@@ -159,7 +159,7 @@ def test_routing_scenario_traffic_is_simulated_and_source_ports_reach_line_rate(
     """A routing scenario's traffic runs under simulate unchanged: on the rail
     permutation, host-chosen source ports put one flow per uplink, so every transfer
     runs at the 400G line rate (within the latency term); ECMP collisions make it slower."""
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
 
     path = EXAMPLES / "scenarios" / "rail-permutation.yaml"
     scn = load_scenario(path, SimScenario)

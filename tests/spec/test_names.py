@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from aifabric.errors import SpecError
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec import spec_from_dict
 from aifabric.spec.names import NAME_MAX, NAME_PATTERN, TEXT_MAX

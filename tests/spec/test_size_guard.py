@@ -15,16 +15,16 @@ from aifabric import load_spec, spec_from_dict
 from aifabric.errors import SpecError
 from aifabric.guard import (
     estimate_fabric,
-    estimate_workload,
     fabric_bytes,
     memory_limit,
     parse_size,
     set_limit,
 )
-from aifabric.scenario import load_scenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.sim.run import compile_workload, gpu_pool
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology import NodeKind, build_fabric
+from aifabric.workload.estimate import estimate_workload
 from tests.conftest import EXAMPLES
 from tests.topology.test_builders import SMALL
 
@@ -52,7 +52,7 @@ def _never_build(monkeypatch):
     """Make any build of a fabric fail the test: the guard must refuse first."""
     def boom(spec):
         raise AssertionError(f"built a fabric of {spec.hosts.gpus or spec.hosts.count}")
-    monkeypatch.setattr("aifabric.cli._common.build_fabric", boom)
+    monkeypatch.setattr("aifabric.topology.build_fabric", boom)
 
 
 # ------------------------------------------------------------------ refusing
@@ -305,8 +305,8 @@ def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
 
 
 def test_route_peak_is_at_most_the_prediction(tmp_path):
-    from aifabric.cli.route import run_scenario
     from aifabric.guard import estimate_traffic
+    from aifabric.routing.scenario import run_scenario
 
     p = tmp_path / "route.yaml"
     p.write_text(yaml.safe_dump({"name": "r", "spec": str(HPN), "routing": {

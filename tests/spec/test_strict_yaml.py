@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from aifabric.configs.check import Inventory
 from aifabric.errors import SpecError
-from aifabric.scenario import Scenario
+from aifabric.routing.scenario import Scenario
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec import load_yaml, spec_from_dict

@@ -20,7 +20,7 @@ NAME = re.compile(r"[a-z0-9_.]+\Z")
 
 def _simulate(doc: dict) -> dict:
     from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.run import simulate
     from aifabric.sim.scenario import SimScenario
 

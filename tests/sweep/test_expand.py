@@ -50,7 +50,7 @@ def test_grid_random_repeat_counts_order_and_hashes(tmp_path):
              for p in sw.points}
     assert len(draws) > 1  # really random
     # the point's run_id is the content hash of the overridden scenario
-    from aifabric.overrides import content_hash
+    from aifabric.sim.identity import content_hash
 
     p = sw.points[41]
     assert p.run_id == content_hash(sw.scenario.with_overrides(p.overrides))

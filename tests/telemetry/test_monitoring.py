@@ -54,7 +54,7 @@ def _promtool(promtool: str, cwd: Path, *args: str) -> subprocess.CompletedProce
 
 
 def test_build_writes_the_monitoring_folder() -> None:
-    files = build_files(small_ctx("hpn").fabric)
+    files = build_files(small_ctx("hpn").fabric, extra=(render_monitoring,))
     mon = sorted(k for k in files if k.startswith("monitoring/"))
     assert mon == sorted(["monitoring/prometheus.yml", "monitoring/alerts.yml",
                           "monitoring/grafana/provisioning/datasources/aifabric.yml",

@@ -15,7 +15,7 @@ import yaml
 
 from aifabric import spec_from_dict
 from aifabric.errors import SpecError
-from aifabric.plan import plan_fabric
+from aifabric.planning import plan_fabric
 from aifabric.spec import dump_spec
 from aifabric.topology import NodeKind, build_fabric
 

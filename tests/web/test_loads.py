@@ -27,7 +27,7 @@ from tests.sim.packet.nets import FT4  # a k=4 fat-tree of 16 single-GPU 100G ho
 
 
 def _scenario(doc: dict):
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.scenario import SimScenario
 
     return scenario_from_dict(doc, model=SimScenario)
@@ -267,8 +267,8 @@ def test_packet_counters_closed_form() -> None:
 # ---------------------------------------------------------------- designs and routes
 def test_routed_design_loads_and_overview_sums() -> None:
     from aifabric.routing import route
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.routing.traffic import build_traffic
-    from aifabric.scenario import scenario_from_dict
 
     doc = copy.deepcopy(FT4) | {"name": "perm", "traffic": [
         {"pattern": "permutation", "gpus": "all", "size_bytes": 1_000_000}]}
@@ -299,7 +299,7 @@ def test_route_folder(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     tables = read_tables(out)
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
 
     f = build_fabric(scenario_from_dict(doc).spec)
     for fab in (f, None):

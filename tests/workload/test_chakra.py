@@ -21,7 +21,7 @@ from chakra.src.third_party.utils.protolib import encodeMessage
 
 from aifabric import build_fabric
 from aifabric.errors import SpecError
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.run import compile_workload, simulate
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec.load import spec_from_dict
@@ -369,7 +369,7 @@ def test_the_example_trace_is_what_the_script_writes(tmp_path):
 
 
 def test_the_example_scenario_runs_with_its_pipeline_and_dp_groups():
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from tests.conftest import ROOT
 
     scn = load_scenario(ROOT / "examples" / "scenarios" / "chakra-gpt-pp2-dp8.yaml",

@@ -1,4 +1,5 @@
-"""What every subcommand shares: the consoles, loading specs, writing files atomically."""
+"""What every subcommand shares: the consoles, loading specs, writing files atomically.
+(A fabric is built by :func:`aifabric.api.build_fabric`, the one guarded build.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from aifabric.errors import SpecError
 
 if TYPE_CHECKING:  # imported when used: a command's --help needs neither (pydantic, scipy)
     from aifabric.spec import Spec
-    from aifabric.topology import Fabric
 
 # piped output (CI logs, files) gets a wide page instead of rich's 80-column default
 _width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 120
@@ -60,25 +60,6 @@ MAX_MEMORY = typer.Option(
     None, "--max-memory", metavar="SIZE", callback=_set_max_memory,
     help="refuse runs predicted to need more memory than this (8G, 512M; 0 = no limit); "
     "default: the memory free on this machine less a margin")
-
-
-def build_fabric(spec: Spec) -> Fabric:
-    """:func:`aifabric.topology.build_fabric`, imported on first use."""
-    from aifabric.topology import build_fabric as _build_fabric
-
-    return _build_fabric(spec)
-
-
-def build(spec: Spec, file: str | os.PathLike[str] | None = None) -> Fabric:
-    """Build a fabric, attributing feasibility problems to the spec's file; a fabric
-    predicted to need more memory than the limit is refused before anything is built."""
-    from aifabric.guard import check_fabric
-
-    try:
-        check_fabric(spec)
-        return build_fabric(spec)
-    except SpecError as err:
-        raise err.with_file(str(file)) if file else err from None
 
 
 def write_atomic(path: Path, text: str, option: str = "--out") -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, write_atomic
+from aifabric.cli._common import MAX_MEMORY, console, load_specs, write_atomic
 
 #: the formats that take a scenario and write a folder
 SCENARIO_FORMATS = ("ns3-rdma", "htsim")
@@ -79,7 +79,7 @@ def export(
     from aifabric.outputs import check_target
 
     if _is_scenario(spec):
-        from aifabric.scenario import load_scenario
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         sc = load_scenario(spec, SimScenario)
@@ -90,7 +90,9 @@ def export(
     suffix, writer = FORMATS[format.value]
     target = out or Path(f"{s.name}{suffix}")
     check_target(target, option="--out", folder=False)  # before any work
-    fabric = build(s, spec_file)
+    from aifabric.api import build_fabric
+
+    fabric = build_fabric(s, file=spec_file)
     buf = io.StringIO()
     writer(fabric, buf)
     write_atomic(target, buf.getvalue(), option="--out")
@@ -102,7 +104,7 @@ def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -
     from aifabric.crosscheck import export_scenario
     from aifabric.errors import Problem, SpecError
     from aifabric.outputs import atomic_folder, check_target
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.scenario import SimScenario
 
     if not _is_scenario(path):
@@ -114,7 +116,9 @@ def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -
     target = out or Path(_safe_name(f"{scn.name}-{fmt}"))
     marker = {"marker": "NOTES.md", "what": "a previous export"}
     check_target(target, option="--out", folder=True, **marker)  # before any work
-    fabric = build(scn.spec, scn.spec_file or path)
+    from aifabric.api import build_fabric
+
+    fabric = build_fabric(scn.spec, file=scn.spec_file or path)
     try:
         ex = export_scenario(scn, fabric, fmt, start_times=start_times)
     except SpecError as err:
@@ -139,7 +143,7 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
     from aifabric.outputs import atomic_folder, check_target
 
     if _is_scenario(path):
-        from aifabric.scenario import load_scenario
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         sc = load_scenario(path, SimScenario)
@@ -150,7 +154,9 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
     target = out or Path(_safe_name(f"{s.name}-{fmt}"))
     marker = {"marker": "NOTES.md", "what": "a previous export"}
     check_target(target, option="--out", folder=True, **marker)  # before any work
-    fabric = build(s, spec_file)
+    from aifabric.api import build_fabric
+
+    fabric = build_fabric(s, file=spec_file)
     try:
         ex = astra_sim_files(fabric) if fmt == "astra-sim" else \
             simai_files(fabric, gpu_type=gpu_type)

@@ -19,7 +19,7 @@ __all__ = ["goodput_cmd"]
 def _horizon(text: str | None) -> float | None:
     if text is None:
         return None
-    from aifabric.goodput.spec import MAX_S, parse_duration
+    from aifabric.reliability.spec import MAX_S, parse_duration
 
     v = parse_duration(text)
     if not isinstance(v, float) or not 0 < v <= MAX_S:
@@ -109,7 +109,7 @@ def goodput_cmd(
     if seed is not None and not 0 <= seed < 1 << 63:
         raise SpecError(Problem("--seed", f"got {seed}; allowed: 0 to 2**63 - 1"))
     h = _horizon(horizon)
-    from aifabric.goodput.report import MARKER, write_goodput
+    from aifabric.reliability.report import MARKER, write_goodput
 
     if out is not None:  # a bad --out fails before the run, not after
         from aifabric.outputs import check_target

@@ -90,10 +90,12 @@ def up_cmd(
     import time
 
     from aifabric.lab import up
+    from aifabric.telemetry.monitoring import render_monitoring
 
     t0 = time.perf_counter()
     with console.status("starting the lab") as status:
-        lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg), ssh=ssh)
+        lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg), ssh=ssh,
+                 build_extra=(render_monitoring,))
     f = lab.fabric
     dt = time.perf_counter() - t0
     from aifabric.topology import NodeKind

@@ -59,12 +59,12 @@ def metrics_cmd(
     tables = read_run(run_dir)
     fabric = None
     if scenario is not None:
-        from aifabric.cli._common import build
-        from aifabric.scenario import load_scenario
+        from aifabric.api import build_fabric
+        from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
 
         scn = load_scenario(scenario, SimScenario)
-        fabric = build(scn.spec, scn.spec_file or scenario)
+        fabric = build_fabric(scn.spec, file=scn.spec_file or scenario)
     fams = run_families(tables, fabric, GRID_STEP_S * 1e9 / time_scale)
     data = render_bytes(fams, start_s=start_s, time_scale=time_scale, fmt=fmt.value)
     write_file(out, data, option="--out")

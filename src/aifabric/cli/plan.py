@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from aifabric import api
-from aifabric.cli._common import MAX_MEMORY, build, console, load_specs, styled, write_atomic
+from aifabric.cli._common import MAX_MEMORY, console, load_specs, styled, write_atomic
 from aifabric.errors import Problem, SpecError
-from aifabric.plan import PAIR_KINDS, plan_fabric
-from aifabric.plan.propose import RANK_RULE
+from aifabric.planning import PAIR_KINDS, plan_fabric
+from aifabric.planning.propose import RANK_RULE
 from aifabric.spec import dump_spec
 
 
@@ -178,12 +178,14 @@ def plan(
     if gpus is not None or write is not None:
         raise SpecError(Problem("--gpus", "--gpus/--write propose designs and take no spec "
                                 "file; allowed: a spec file or --gpus, not both"))
+    from aifabric.api import build_fabric
+
     loaded = load_specs(specs)
     plans = []
     problems: list[Problem] = []
     for path, spec in zip(specs, loaded, strict=True):
         try:
-            plans.append(plan_fabric(build(spec, path), bisection=bisection))
+            plans.append(plan_fabric(build_fabric(spec, file=path), bisection=bisection))
         except SpecError as err:
             problems.extend(err.problems)
     if problems:

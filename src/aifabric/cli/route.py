@@ -10,12 +10,11 @@ import typer
 from rich.table import Table
 
 from aifabric import api
-from aifabric.api import check_table_format, flow_table, link_table
 from aifabric.cli._common import MAX_MEMORY, console, styled
 from aifabric.errors import Problem, SpecError
-from aifabric.routing.scenario import run_scenario
+from aifabric.report.write import check_table_format
 
-__all__ = ["flow_table", "link_table", "route_cmd", "run_scenario"]
+__all__ = ["route_cmd"]
 
 
 def _mib(x: float) -> str:

@@ -24,6 +24,7 @@ from aifabric.api import Result
 from aifabric.cli._common import MAX_MEMORY, console, err_console, styled
 from aifabric.errors import SpecError
 from aifabric.report.markdown import fmt_ms, fmt_num, packet_counts
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS, events_text
 from aifabric.sim.results import SimResult
 
 __all__ = ["exit_on_attention", "load_and_run", "print_result", "simulate_cmd"]
@@ -46,8 +47,9 @@ def _progress(total: int, label: str):
 EVENTS_BAR = 3_000_000
 #: ``--max-events`` of ``simulate`` and ``compare``
 MAX_EVENTS = typer.Option(
-    2e8, "--max-events", metavar="N", show_default=False, help="sim packet: refuse a run "
-    "estimated at more events than this (default 2e8: about 2-3 minutes; 0 = no limit)")
+    DEFAULT_MAX_EVENTS, "--max-events", metavar="N", show_default=False,
+    help="sim packet: refuse a run estimated at more events than this (default "
+    f"{events_text(DEFAULT_MAX_EVENTS)}: about 2-3 minutes; 0 = no limit)")
 
 
 def check_max_events(max_events: float) -> float | None:
@@ -99,13 +101,14 @@ def _bars(kind: str, total: int, label: str):
             yield prog
 
 
-def run(path: Path, sim: str | None = None, max_events: float | None = 2e8) -> Result:
+def run(path: Path, sim: str | None = None,
+        max_events: float | None = DEFAULT_MAX_EVENTS) -> Result:
     """:func:`aifabric.api.simulate` of a scenario file, with the CLI's progress bars."""
     return api.simulate(path, sim=sim, max_events=max_events, bars=_bars)
 
 
 def load_and_run(path: Path, sim: str | None = None,
-                 max_events: float | None = 2e8) -> SimResult:
+                 max_events: float | None = DEFAULT_MAX_EVENTS) -> SimResult:
     """Load a scenario file, build its fabric, simulate it (problems name the file);
     a packet run estimated above ``max_events`` events (None: no limit) is refused."""
     return run(path, sim, max_events).raw

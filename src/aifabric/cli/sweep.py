@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from aifabric.cli._common import MAX_MEMORY, console, err_console
 from aifabric.errors import Problem, SpecError
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS, events_text
 
 
 class _RunByDefault(TyperGroup):
@@ -119,9 +120,11 @@ def run_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the points; "
                                  "run and write nothing"),
     max_memory: str | None = MAX_MEMORY,
-    max_events: float = typer.Option(2e8, "--max-events", metavar="N", show_default=False,
+    max_events: float = typer.Option(DEFAULT_MAX_EVENTS, "--max-events", metavar="N",
+                                     show_default=False,
                                      help="packet points estimated at more events fail "
-                                     "(default 2e8; 0 = no limit)"),
+                                     f"(default {events_text(DEFAULT_MAX_EVENTS)}; 0 = no "
+                                     "limit)"),
 ) -> None:
     """Run every point of a sweep file into a results store (--out), locally or on Ray,
     with a progress bar; exit 1 when a point failed, 130 when interrupted."""

@@ -4,7 +4,9 @@
 per switch its SONiC ``config_db.json`` and FRR ``frr.conf`` (HPN ToRs also
 ``lacp.json``), per host ``nic-setup.sh``, ``nccl-topo.xml`` and ``nccl.env``, and
 fabric-wide ``cabling.csv``, ``addressing.csv``, ``bom.csv``, ``LLD.md`` and the
-``spec.yaml`` it came from (which ``aifabric check`` reads back). :func:`write_build`
+``spec.yaml`` it came from (which ``aifabric check`` reads back), and more files the
+caller renders from the same context (``extra``: ``aifabric build`` adds the
+``monitoring/`` of :mod:`aifabric.telemetry.monitoring`). :func:`write_build`
 writes it into a temporary folder and moves it into place, so bad input or a failure
 leaves nothing half-written. Every value comes from the Fabric and the spec.
 """

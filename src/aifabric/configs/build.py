@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,10 @@ __all__ = ["BuildContext", "build_files", "render_build", "write_build"]
 SPEC_FILE = "spec.yaml"
 
 Progress = Callable[[int], None]
+#: more files of a build from its context, e.g. :func:`aifabric.telemetry.monitoring.
+#: render_monitoring` (``monitoring/``): the caller that assembles a build passes them
+#: (configs know nothing above them)
+Renderer = Callable[["BuildContext"], Iterable[tuple[str, str]]]
 
 
 @dataclass(eq=False)
@@ -87,9 +91,10 @@ def n_files(fabric: Fabric) -> int:
     return int(fabric.is_switch.sum()) + len(fabric.host_node) + 1
 
 
-def render_build(ctx: BuildContext, progress: Progress | None = None
-                 ) -> Iterator[tuple[str, str]]:
-    """Every file of the build as ``(relative path, text)``, in a fixed order."""
+def render_build(ctx: BuildContext, progress: Progress | None = None, *,
+                 extra: Sequence[Renderer] = ()) -> Iterator[tuple[str, str]]:
+    """Every file of the build as ``(relative path, text)``, in a fixed order; ``extra``:
+    more files rendered from the context (``aifabric build`` adds ``monitoring/``)."""
     f = ctx.fabric
     nodes = f.nodes
     sw = ctx.switches
@@ -116,30 +121,28 @@ def render_build(ctx: BuildContext, progress: Progress | None = None
         yield f"hosts/{name}/nccl.env", nccl_env(ctx.hosts, h)
         if progress:
             progress(1)
-    # the operate layer's Prometheus/Grafana files (imported here: configs never
-    # import telemetry at module level)
-    from aifabric.telemetry.monitoring import render_monitoring
-
-    yield from render_monitoring(ctx)
+    for render in extra:  # e.g. the operate layer's Prometheus/Grafana files
+        yield from render(ctx)
     # the Ansible inventory and playbooks that push this build and collect facts
     from aifabric.configs.ansible import render_ansible
 
     yield from render_ansible(ctx, spec_text)
 
 
-def build_files(fabric: Fabric) -> dict[str, str]:
+def build_files(fabric: Fabric, *, extra: Sequence[Renderer] = ()) -> dict[str, str]:
     """The whole build in memory (for tests and small fabrics)."""
-    return dict(render_build(BuildContext.of(fabric)))
+    return dict(render_build(BuildContext.of(fabric), extra=extra))
 
 
 def write_build(fabric: Fabric, out: Path, progress: Progress | None = None,
-                ctx: BuildContext | None = None) -> int:
+                ctx: BuildContext | None = None, *, extra: Sequence[Renderer] = ()) -> int:
     """Write the build of ``fabric`` to folder ``out`` atomically; returns the file count.
 
     The files go to a temporary folder beside ``out`` that is renamed into place at the
     end (:func:`aifabric.outputs.atomic_folder`); a previous build in ``out`` is replaced.
     ``out`` must be absent, empty, or a previous build (it holds ``spec.yaml``), never
     another folder. Files and folders get the umask's permissions (scripts executable).
+    ``extra``: more files rendered from the context (see :func:`render_build`).
     """
     from aifabric.outputs import BUILD, atomic_folder, umask
 
@@ -148,7 +151,7 @@ def write_build(fabric: Fabric, out: Path, progress: Progress | None = None,
     script_mode = 0o777 & ~umask()
     with atomic_folder(out, option="--out", **BUILD) as tmp:
         made: set[str] = set()
-        for rel, text in render_build(ctx, progress):
+        for rel, text in render_build(ctx, progress, extra=extra):
             d = os.path.dirname(rel)
             if d and d not in made:
                 os.makedirs(tmp / d, exist_ok=True)

@@ -18,11 +18,13 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aifabric.configs import BuildContext
+from aifabric.configs.build import Renderer
 from aifabric.errors import Problem, SpecError
 from aifabric.lab._system import LabError, preflight, run
 from aifabric.lab.daemons import alive, daemon_pids, start_frr, stop_pids
@@ -102,13 +104,15 @@ def load_lab(lab: Path | None = None) -> Lab:
 
 
 def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
-       progress: Any = None, ssh: bool = False) -> Lab:
+       progress: Any = None, ssh: bool = False, build_extra: Sequence[Renderer] = ()) -> Lab:
     """Build the lab of ``spec_file`` at ``scale_text`` in folder ``lab``.
 
     Refuses (LabError) when a lab is already up there; raises SpecError on bad input
     (nothing is created). Any failure after the first namespace is torn down. ``ssh``
     also starts an sshd in every namespace and writes the lab's build with an Ansible
-    inventory that reaches them (:mod:`aifabric.lab.ssh`).
+    inventory that reaches them (:mod:`aifabric.lab.ssh`); ``build_extra``: more files of
+    that build (:func:`aifabric.configs.build.render_build`'s ``extra``; the command adds
+    ``monitoring/``).
     """
     lab = Path(lab or default_dir()).absolute()
     spec = load_spec(spec_file)
@@ -161,7 +165,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         start_frr(lab, lay.ns, lay.frr_conf, lay.static_tors)
         if ssh:
             step("starting sshd in every namespace, writing the lab's build")
-            state["ssh_pids"] = _start_ssh(lab, fabric, ctx, lay)
+            state["ssh_pids"] = _start_ssh(lab, fabric, ctx, lay, build_extra)
         state["phase"] = "up"
         state["pids"] = daemon_pids(lab)
         _write_state(lab, state)
@@ -176,7 +180,8 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
 SSH_FOLDERS = ("build", "root")
 
 
-def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout) -> dict[str, int]:
+def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout,
+               extra: Sequence[Renderer] = ()) -> dict[str, int]:
     """sshd per namespace, the lab's build in ``<lab>/build`` (its inventory reaches the
     sshds) and per switch its installed ``config_db.json`` under ``<lab>/root``."""
     from aifabric.configs import write_build
@@ -186,7 +191,7 @@ def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout) -> dic
     addr = management_addresses(ctx)
     pids = start_sshd(lab, lay.ns, addr)
     out = lab / "build"
-    write_build(fabric, out, ctx=ctx)
+    write_build(fabric, out, ctx=ctx, extra=extra)
     per, common = inventory_vars(lab, lay.switches + lay.hosts, lay.switches)
     plan = plan_id((out / SPEC).read_text(encoding="utf-8"), fabric.spec.name)
     (out / "ansible" / "inventory.yml").write_text(inventory_yml(ctx, plan, per, common),

@@ -6,22 +6,57 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.results import SimResult
 
-__all__ = ["write_report", "write_tables"]
+__all__ = ["FLOAT_FORMAT", "check_table_format", "write_report", "write_table",
+           "write_tables"]
 
 
-def _csv(path: Path, table: dict[str, np.ndarray]) -> None:
+#: how :func:`write_table` writes a float column to CSV by default (simulation tables)
+FLOAT_FORMAT = "%.10g"
+
+
+def check_table_format(fmt: str, option: str = "--format") -> None:
+    """csv, or parquet when pyarrow is installed; one line otherwise."""
+    if fmt not in ("csv", "parquet"):
+        raise SpecError(Problem(option, f"unknown format {fmt!r}; allowed: csv, parquet"))
+    if fmt == "parquet":
+        _pyarrow(option)
+
+
+def _pyarrow(option: str = "--format") -> tuple[Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise SpecError(Problem(option, "parquet needs pyarrow, which is an extra: "
+                                "pip install -e '.[parquet]' (or pip install "
+                                "'aifabric[parquet]'); allowed without it: csv")) from e
+    return pa, pq
+
+
+def write_table(path: Path, table: dict[str, np.ndarray], fmt: str = "csv", *,
+                float_format: str | None = FLOAT_FORMAT) -> None:
+    """One table (column name -> numpy array) as a CSV or Parquet file. In CSV a float
+    column is written with ``float_format`` (``%``-style; None: Python's shortest repr,
+    as ``route --out``'s tables are); other columns as Python writes their values."""
+    if fmt == "parquet":
+        pa, pq = _pyarrow()
+        arrays = {k: (pa.array(v.tolist()) if v.dtype == object else pa.array(v))
+                  for k, v in table.items()}
+        pq.write_table(pa.table(arrays), path)
+        return
     cols = list(table)
     conv = []
     for c in cols:
         v = table[c]
-        if v.dtype.kind == "f":
-            conv.append(np.char.mod("%.10g", v).tolist() if len(v) else [])
+        if float_format is not None and v.dtype.kind == "f":
+            conv.append(np.char.mod(float_format, v).tolist() if len(v) else [])
         else:
             conv.append(v.tolist())
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -30,26 +65,13 @@ def _csv(path: Path, table: dict[str, np.ndarray]) -> None:
         w.writerows(zip(*conv, strict=True))
 
 
-def _parquet(path: Path, table: dict[str, np.ndarray]) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise SpecError(Problem("--format", "parquet needs pyarrow, which is an extra: "
-                                "pip install -e '.[parquet]' (or pip install "
-                                "'aifabric[parquet]'); allowed without it: csv")) from e
-    arrays = {k: (pa.array(v.tolist()) if v.dtype == object else pa.array(v))
-              for k, v in table.items()}
-    pq.write_table(pa.table(arrays), path)
-
-
 def write_tables(result: SimResult, folder: Path, fmt: str = "csv") -> list[str]:
     """One file per table (``collectives``, ``jobs``, ``transfers``, ``links``,
     ``timeline``); returns the file names."""
     out = []
     for name, table in result.tables.items():
         p = folder / f"{name}.{fmt}"
-        (_parquet if fmt == "parquet" else _csv)(p, table)
+        write_table(p, table, fmt)
         out.append(p.name)
     return out
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.results import SimResult
 from aifabric.sim.run import simulate
 from aifabric.sim.scenario import SimScenario

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
-from aifabric.guard import check_workload, fabric_bytes
+from aifabric.guard import fabric_bytes
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
 from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
@@ -20,6 +20,7 @@ from aifabric.sim.results import SimResult, arc_groups, build_result, collective
 from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload import Collective, DAGBuilder, TransferDAG, add_collective
+from aifabric.workload.estimate import check_workload
 from aifabric.workload.job import GpuPool, JobModel, add_job, place
 
 __all__ = ["Workload", "compile_workload", "gpu_pool", "simulate"]

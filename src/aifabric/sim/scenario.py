@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from aifabric.scenario import Scenario
+from aifabric.routing.scenario import Scenario
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name
@@ -182,7 +182,7 @@ class ChakraSpec(_Strict):
 class SimScenario(Scenario):
     """A fabric + routing + traffic, jobs and collectives + the simulator to run them on.
 
-    ``traffic`` patterns (from :class:`~aifabric.scenario.Scenario`) are simulated too:
+    ``traffic`` patterns (from :class:`~aifabric.routing.scenario.Scenario`) are simulated too:
     each pattern is one stage of point-to-point transfers that start together.
     """
 

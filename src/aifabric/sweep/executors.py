@@ -20,10 +20,12 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator
+from multiprocessing.context import SpawnContext
 from pathlib import Path
 from typing import Any
 
 from aifabric.errors import Problem, SpecError
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS
 from aifabric.sweep.model import Point, Sweep
 from aifabric.sweep.worker import execute, failed_row
 
@@ -55,7 +57,7 @@ def _crash_outcome(p: Point, why: str, attempts: int, executor: str) -> Outcome:
 
 
 def run_serial(sweep: Sweep, points: list[Point], stop: threading.Event,
-               max_events: float | None = 2e8) -> Iterator[Outcome]:
+               max_events: float | None = DEFAULT_MAX_EVENTS) -> Iterator[Outcome]:
     """One point after another in this process (``--jobs 1``)."""
     for p in points:
         if stop.is_set():
@@ -121,31 +123,48 @@ def _culprits(mark_dir: Path, running: set[int], procs: dict[int, Any]) -> set[i
     return {i for i in running if pid_of.get(i) in killed}
 
 
+class _TrackedSpawn(SpawnContext):
+    """The spawn context, remembering every worker process a pool starts through it (the
+    pool's own table of them is private): their exit codes tell a crash's culprit, and
+    stopping the pool terminates them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[Any] = []
+
+    def Process(self, *args: Any, **kwargs: Any) -> Any:
+        proc = super().Process(*args, **kwargs)
+        self.started.append(proc)
+        return proc
+
+    def procs(self) -> dict[int, Any]:
+        """pid -> process of the workers started so far."""
+        return {p.pid: p for p in self.started if p.pid is not None}
+
+
 def run_local(sweep: Sweep, points: list[Point], jobs: int, stop: threading.Event,
-              max_events: float | None = 2e8, max_memory: str | None = None
+              max_events: float | None = DEFAULT_MAX_EVENTS, max_memory: str | None = None
               ) -> Iterator[Outcome]:
     """The points on a pool of ``jobs`` worker processes (spawned: nothing of this
     process's threads or state is inherited). A dead worker breaks the pool: it is
     recreated and the unfinished points are submitted again."""
-    import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
-    ctx = mp.get_context("spawn")
     by_index = {p.index: p for p in points}
     queue: deque[int] = deque(p.index for p in points)
     attempts = dict.fromkeys(by_index, 0)
     mark_dir = Path(tempfile.mkdtemp(prefix="aifabric-sweep-"))
     window = 2 * jobs  # submitted ahead: results stream, a stop abandons little
 
-    def new_pool() -> Any:
+    def new_pool() -> tuple[Any, _TrackedSpawn]:
+        ctx = _TrackedSpawn()
         return ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
                                    initargs=(sweep.document, sweep.base_dir, sweep.spec.tables,
-                                             max_memory))
+                                             max_memory)), ctx
 
-    pool = new_pool()
+    pool, ctx = new_pool()
     inflight: dict[Any, int] = {}
-    procs: dict[int, Any] = {}
     barren = 0  # pools in a row that broke before any point started
     try:
         while queue or inflight:
@@ -168,7 +187,6 @@ def run_local(sweep: Sweep, points: list[Point], jobs: int, stop: threading.Even
                         break
                     attempts[i] += 1
                     inflight[fut] = i
-            procs.update(getattr(pool, "_processes", None) or {})
             broken: list[int] = []
             done = wait(list(inflight), timeout=POLL_S, return_when=FIRST_COMPLETED)[0] \
                 if inflight else set()
@@ -194,7 +212,7 @@ def run_local(sweep: Sweep, points: list[Point], jobs: int, stop: threading.Even
                 except Exception:  # broken like the rest
                     broken.append(i)
             pool.shutdown(wait=True, cancel_futures=True)
-            procs.update(getattr(pool, "_processes", None) or {})
+            procs = ctx.procs()
             started = {int(f.name.split(".")[0]) for f in mark_dir.iterdir()
                        if not f.name.startswith(".")}
             running = {i for i in broken if i in started}
@@ -221,10 +239,9 @@ def run_local(sweep: Sweep, points: list[Point], jobs: int, stop: threading.Even
             queue.extendleft(reversed(retry))
             for f in mark_dir.iterdir():
                 f.unlink()
-            procs = {}
-            pool = new_pool()
+            pool, ctx = new_pool()
     finally:
-        _stop_pool(pool, procs)
+        _stop_pool(pool, ctx.procs())
         shutil.rmtree(mark_dir, ignore_errors=True)
 
 
@@ -239,7 +256,6 @@ def _exit_text(code: int) -> str:
 
 def _stop_pool(pool: Any, procs: dict[int, Any]) -> None:
     """Shut the pool down now: queued points are cancelled, running workers stopped."""
-    procs = {**procs, **(getattr(pool, "_processes", None) or {})}
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in procs.values():
         if proc.is_alive():
@@ -401,7 +417,7 @@ def _stderr_held() -> Iterator[dict[str, Any]]:
 
 
 def run_ray(sweep: Sweep, points: list[Point], conn: RayConnection, stop: threading.Event,
-            max_events: float | None = 2e8, max_memory: str | None = None
+            max_events: float | None = DEFAULT_MAX_EVENTS, max_memory: str | None = None
             ) -> Iterator[Outcome]:
     """The points as Ray tasks (one CPU each; a worker that dies is retried by Ray up to
     :data:`MAX_RETRIES` times, then the point is recorded failed)."""

@@ -251,7 +251,7 @@ def _count(spec: SweepFile) -> int:
 
 def _field_problems(spec: SweepFile, model: type, file: str) -> list[Problem]:
     """Every swept field: a dotted path that exists in the scenario, given once."""
-    from aifabric.overrides import check_override_path
+    from aifabric.routing.overrides import check_override_path
 
     sources = [("grid", k) for k in spec.grid]
     if spec.random is not None:
@@ -292,8 +292,9 @@ def _same_kind(points: list[dict[str, Any]], fields: list[str]) -> None:
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep file, load its base scenario and validate every point (SpecError
     naming the file, the field and the point before anything runs)."""
-    from aifabric.overrides import apply_overrides, content_hash, scenario_document
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.overrides import apply_overrides, scenario_document
+    from aifabric.routing.scenario import load_scenario
+    from aifabric.sim.identity import content_hash
     from aifabric.sim.scenario import SimScenario
     from aifabric.spec.load import load_yaml
     from aifabric.spec.problems import problems_from_validation

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from aifabric.errors import Problem, SpecError
-from aifabric.sweep.model import Point, Sweep
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS
+from aifabric.sweep.model import Point, Sweep, load_sweep
 
 __all__ = ["ENGINES", "SweepRun", "check_options", "definition_path", "open_store", "run_sweep"]
 
@@ -144,13 +145,16 @@ def check_options(engine: str, jobs: int | None, address: str | None) -> None:
                                 "--address ADDR"))
 
 
-def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, engine: str = "local",
+def run_sweep(sweep: Sweep | str | os.PathLike[str], out: str | os.PathLike[str], *,
+              engine: str = "local",
               address: str | None = None, jobs: int | None = None, resume: bool = False,
-              max_events: float | None = 2e8, max_memory: str | None = None,
+              max_events: float | None = DEFAULT_MAX_EVENTS, max_memory: str | None = None,
               stop: threading.Event | None = None,
               handle_sigint: bool = False,
               progress: Callable[[int, int, int], None] | None = None) -> SweepRun:
-    """Run ``sweep``'s points not yet stored ok into the store at ``out``.
+    """Run ``sweep``'s points not yet stored ok into the store at ``out`` (``af.run_sweep``;
+    what ``aifabric sweep FILE --out DIR`` does). ``sweep``: a :class:`Sweep` or a sweep
+    file (every point is validated before any runs).
 
     Refuses (SpecError, before any point runs) a store that already holds rows of this
     sweep unless ``resume``, an unknown engine, an unreachable Ray ``address``.
@@ -164,6 +168,8 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, engine: str = "local
     interrupted) compacts the sweep's files in the store (``Store.compact``).
     """
     check_options(engine, jobs, address)
+    if not isinstance(sweep, Sweep):
+        sweep = load_sweep(sweep)
     from aifabric.outputs import check_target
 
     check_target(out, option="--out", folder=True)  # a folder can be made or is there

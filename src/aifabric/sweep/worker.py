@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS
+
 __all__ = ["error_text", "execute", "failed_row", "param_columns", "pick_tables", "run_point"]
 
 #: the longest error text kept in a failed row
@@ -61,7 +63,8 @@ def pick_tables(tables: dict[str, Any], which: str | list[str]) -> list[str]:
 
 
 def run_point(doc: dict[str, Any], base_dir: str | None, overrides: dict[str, Any],
-              *, tables: str | list[str] = "all", max_events: float | None = 2e8
+              *, tables: str | list[str] = "all",
+              max_events: float | None = DEFAULT_MAX_EVENTS
               ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Simulate the base scenario ``doc`` (a scenario document, relative paths against
     ``base_dir``) with ``overrides``: ``(row, tables, timing)``. The row holds the
@@ -69,8 +72,9 @@ def run_point(doc: dict[str, Any], base_dir: str | None, overrides: dict[str, An
     wall time (that is ``timing``). ``tables``: which of the run's tables to return
     (see :func:`pick_tables`). Raises what the run raises."""
     from aifabric.api import simulate
-    from aifabric.overrides import apply_overrides, content_hash
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.overrides import apply_overrides
+    from aifabric.routing.scenario import scenario_from_dict
+    from aifabric.sim.identity import content_hash
     from aifabric.sim.scenario import SimScenario
     from aifabric.sweep.model import overrides_json
 
@@ -145,7 +149,7 @@ def _kill_hook(run_id: str) -> None:
 
 def execute(index: int, doc: dict[str, Any], base_dir: str | None,
             overrides: dict[str, Any], run_id: str, attempt: int = 1,
-            mark_dir: str | None = None, max_events: float | None = 2e8,
+            mark_dir: str | None = None, max_events: float | None = DEFAULT_MAX_EVENTS,
             executor: str = "local", tables: str | list[str] = "auto",
             max_memory: str | None = None
             ) -> tuple[int, dict[str, Any], dict[str, Any], dict[str, Any]]:

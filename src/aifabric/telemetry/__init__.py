@@ -7,8 +7,9 @@
 - :mod:`~aifabric.telemetry.monitoring` (with :mod:`~aifabric.telemetry.alerts` and
   :mod:`~aifabric.telemetry.dashboards`): ``monitoring/`` of ``aifabric build``.
 
-This layer may import sim/, routing/, lab/ and configs/; they never import it (except
-``configs.build``, which imports ``monitoring`` inside ``render_build``). Heavy
+This layer may import sim/, routing/, lab/ and configs/; they never import it (the
+commands that write a build pass :func:`~aifabric.telemetry.monitoring.render_monitoring`
+to :func:`aifabric.configs.build.write_build` as an ``extra`` renderer). Heavy
 dependencies (prometheus-client, grafana-foundation-sdk: the ``telemetry`` extra) are
 imported lazily where they are used.
 """

@@ -47,7 +47,7 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     """The ``aifabric_collective_link_bytes`` family of a run's tables (none when the run
     has no ``collective_links`` rows); ``step_ns``: the timeline grid step in simulated
     ns (samples are :data:`LINK_STEP_FACTOR` of them apart)."""
-    from aifabric.telemetry.openmetrics import _arc_label_source, _family
+    from aifabric.telemetry.openmetrics import arc_label_source, family
 
     cl = tables.get("collective_links")
     if cl is None or not len(cl["bytes"]):
@@ -62,7 +62,7 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     value = np.bincount(inv, weights=cl["bytes"], minlength=len(uk))
     u_cj = uk // n_arc
     if fabric is not None:
-        labels = dict(_arc_label_source(tables, fabric)(uk % n_arc))
+        labels = dict(arc_label_source(tables, fabric)(uk % n_arc))
     else:  # the table's own names (those of the links table); port: the link's index, as
         # the run's other series have it without the fabric (parallel links stay apart)
         blank = np.full(len(uk), "", dtype=object)
@@ -79,5 +79,5 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     step = max(step_ns * LINK_STEP_FACTOR, end / (_MAX_SAMPLES - 1), 1e-9)
     grid = np.unique(np.append(np.arange(0.0, end, step), end))
     ns, ng = len(uk), len(grid)
-    return [_family("aifabric_collective_link_bytes", labels, np.repeat(np.arange(ns), ng),
+    return [family("aifabric_collective_link_bytes", labels, np.repeat(np.arange(ns), ng),
                     np.tile(grid, ns), np.repeat(value, ng))]

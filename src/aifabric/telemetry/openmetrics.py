@@ -45,8 +45,10 @@ from aifabric.errors import Problem, SpecError
 from aifabric.telemetry.catalog import CATALOG, PORT_LABELS, Metric, by_name
 from aifabric.telemetry.collective_links import collective_link_families
 
-__all__ = ["DEFAULT_START", "DEFAULT_TIME_SCALE", "GRID_STEP_S", "Family", "parse_start",
-           "read_run", "render", "render_bytes", "run_families", "run_to_text"]
+__all__ = ["COLUMNS", "DEFAULT_START", "DEFAULT_TIME_SCALE", "FAST", "GRID_STEP_S", "Family",
+           "arc_capacity", "arc_label_source", "check_fabric", "family", "parse_start",
+           "read_csv", "read_parquet", "read_run", "render", "render_bytes", "run_families",
+           "run_to_text"]
 
 #: the wall-clock time of simulated t = 0 unless ``--start`` says otherwise (a fixed
 #: origin: the same run gives the same bytes)
@@ -61,7 +63,7 @@ GRID_MAX = 10_000
 Table = dict[str, np.ndarray]
 
 #: what each table must have: (numeric columns, text columns)
-_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "timeline": (("start_ns", "end_ns"), ()),
     "collectives": ((), ("collective", "job", "op")),
     "transfers": (("collective", "size_bytes", "repeat", "start_ns", "end_ns"), ()),
@@ -74,7 +76,7 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                                              "tier")),
 }
 #: tables read with numpy's C parser (large, numeric, no blanks)
-_FAST = {"packet_queues", "packet_flows"}
+FAST = {"packet_queues", "packet_flows"}
 _RUN = "allowed: a folder written by aifabric simulate --out"
 
 
@@ -84,7 +86,7 @@ def _num(v: list[str]) -> np.ndarray:
 
 def _wanted(name: str, header: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(numeric, text) columns to read: the timeline's utilization columns too."""
-    nums, strs = _COLUMNS[name]
+    nums, strs = COLUMNS[name]
     if name == "timeline":
         nums = nums + tuple(c for c in header if c.endswith(("_up_util", "_down_util")))
     return nums, strs
@@ -101,14 +103,14 @@ def _read_csv_arrow(path: Path, nums: tuple[str, ...]) -> Table | None:
     return {c: np.asarray(t.column(c).to_numpy(), dtype=np.float64) for c in nums}
 
 
-def _read_csv(path: Path, name: str, shown: str) -> Table:
+def read_csv(path: Path, name: str, shown: str) -> Table:
     with path.open(newline="", encoding="utf-8") as fh:
         header = next(csv.reader(fh), [])
         nums, strs = _wanted(name, header)
         missing = [c for c in (*nums, *strs) if c not in header]
         if missing:
             raise SpecError(Problem(shown, f"has no column {missing[0]!r}; {_RUN}"))
-        if name in _FAST:
+        if name in FAST:
             fast = _read_csv_arrow(path, nums)
             if fast is not None:
                 return fast
@@ -123,7 +125,7 @@ def _read_csv(path: Path, name: str, shown: str) -> Table:
     return out
 
 
-def _read_parquet(path: Path, name: str, shown: str) -> Table:
+def read_parquet(path: Path, name: str, shown: str) -> Table:
     try:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover - depends on the environment
@@ -151,8 +153,8 @@ def read_run(run_dir: str | Path) -> dict[str, Table]:
     if not run.is_dir():
         raise SpecError(Problem("RUN_DIR", f"{run} is not a folder; {_RUN}"))
     tables: dict[str, Table] = {}
-    for name in _COLUMNS:
-        for ext, reader in (("csv", _read_csv), ("parquet", _read_parquet)):
+    for name in COLUMNS:
+        for ext, reader in (("csv", read_csv), ("parquet", read_parquet)):
             p = run / f"{name}.{ext}"
             if p.is_file():
                 try:
@@ -203,7 +205,7 @@ class Family:
     value: np.ndarray
 
 
-def _family(name: str, labels: dict[str, np.ndarray], series: np.ndarray, t_ns: np.ndarray,
+def family(name: str, labels: dict[str, np.ndarray], series: np.ndarray, t_ns: np.ndarray,
             value: np.ndarray) -> Family:
     m = by_name(name)
     assert set(labels) == set(m.labels), (name, sorted(labels))
@@ -211,7 +213,7 @@ def _family(name: str, labels: dict[str, np.ndarray], series: np.ndarray, t_ns: 
                   np.asarray(value, np.float64))
 
 
-def _check_fabric(tables: dict[str, Table], fabric: Any) -> None:
+def check_fabric(tables: dict[str, Table], fabric: Any) -> None:
     """The run's links table names the same nodes at each link as ``fabric`` (else the
     scenario is not the one the run came from)."""
     lk = tables.get("links")
@@ -233,7 +235,7 @@ def _check_fabric(tables: dict[str, Table], fabric: Any) -> None:
                                 "simulated from"))
 
 
-def _arc_label_source(tables: dict[str, Table], fabric: Any) -> Any:
+def arc_label_source(tables: dict[str, Table], fabric: Any) -> Any:
     """A function arcs -> PORT_LABELS + direction (``up``/``down``)."""
     if fabric is not None:
         from aifabric.telemetry.catalog import arc_labels
@@ -289,15 +291,15 @@ def _packet_families(tables: dict[str, Table], arc_src: Any, fabric: Any) -> lis
     lab = arc_src(uk // 256)
     lab.pop("direction")
     lab_p = {**lab, "priority": (uk % 256).astype(str).astype(object)}
-    out.append(_family("aifabric_queue_depth_bytes", lab_p, sid, t, q["queue_bytes"]))
+    out.append(family("aifabric_queue_depth_bytes", lab_p, sid, t, q["queue_bytes"]))
     n = len(uk)
-    out.append(_family(
+    out.append(family(
         "aifabric_pfc_pause_frames_total",
         {k: np.concatenate([v, v]) for k, v in lab_p.items()}
         | {"direction": np.repeat(np.array(["tx", "rx"], dtype=object), n)},
         np.concatenate([sid, sid + n]), np.concatenate([t, t]),
         np.concatenate([q["pfc_sent"], q["pfc_received"]])))
-    out.append(_family("aifabric_pfc_paused_seconds_total", lab_p, sid, t,
+    out.append(family("aifabric_pfc_paused_seconds_total", lab_p, sid, t,
                        q["paused_ns"] * 1e-9))
     # ---- per port (the table repeats these for every priority: one row per sample)
     first = np.ones(len(t), bool)
@@ -308,9 +310,9 @@ def _packet_families(tables: dict[str, Table], arc_src: Any, fabric: Any) -> lis
     lab_a = arc_src(ua)
     lab_port = {k: v for k, v in lab_a.items() if k != "direction"}
     tx = {**lab_port, "direction": np.full(len(ua), "tx", dtype=object)}
-    out.append(_family("aifabric_interface_bytes_total", tx, aid, t[r], q["tx_bytes"][r]))
-    out.append(_family("aifabric_interface_drops_total", tx, aid, t[r], q["drops"][r]))
-    out.append(_family("aifabric_ecn_marked_packets_total", lab_port, aid, t[r],
+    out.append(family("aifabric_interface_bytes_total", tx, aid, t[r], q["tx_bytes"][r]))
+    out.append(family("aifabric_interface_drops_total", tx, aid, t[r], q["drops"][r]))
+    out.append(family("aifabric_ecn_marked_packets_total", lab_port, aid, t[r],
                        q["ecn_marks"][r]))
     # utilization of each sample interval: bytes sent since the previous sample over
     # what the link carries in that time (a port first appears the sample after it was
@@ -320,17 +322,17 @@ def _packet_families(tables: dict[str, Table], arc_src: Any, fabric: Any) -> lis
     txb = q["tx_bytes"][r]
     same = np.concatenate([[False], aid[1:] == aid[:-1]])
     prev_b = np.where(same, np.concatenate([[0.0], txb[:-1]]), 0.0)
-    cap = _arc_capacity(tables, fabric, ua)[aid]
+    cap = arc_capacity(tables, fabric, ua)[aid]
     dt = t[r] - prev_t
     ok = (dt > 0) & (cap > 0)
     util = np.zeros(len(r))
     util[ok] = (txb - prev_b)[ok] * 8.0 / (cap[ok] * dt[ok])
-    out.append(_family("aifabric_link_utilization_ratio", lab_a, aid[ok], t[r][ok], util[ok]))
+    out.append(family("aifabric_link_utilization_ratio", lab_a, aid[ok], t[r][ok], util[ok]))
     out.extend(_qp_families(tables, fabric))
     return out
 
 
-def _arc_capacity(tables: dict[str, Table], fabric: Any, arcs: np.ndarray) -> np.ndarray:
+def arc_capacity(tables: dict[str, Table], fabric: Any, arcs: np.ndarray) -> np.ndarray:
     """Gbit/s of each arc (NaN where unknown)."""
     if fabric is not None:
         return fabric.links.capacity_gbps.reshape(-1)[arcs].astype(np.float64)
@@ -391,7 +393,7 @@ def _qp_families(tables: dict[str, Table], fabric: Any) -> list[Family]:
         per_nic = np.zeros((len(times), len(nics)))
         np.add.at(per_nic.T, owner[owner >= 0], m.T[owner >= 0])
         series = np.tile(np.arange(len(nics)), len(times))
-        out.append(_family(name, lab, series, np.repeat(times, len(nics)), per_nic.ravel()))
+        out.append(family(name, lab, series, np.repeat(times, len(nics)), per_nic.ravel()))
     return out
 
 
@@ -448,7 +450,7 @@ def _timeline_families(tables: dict[str, Table], step_ns: float) -> list[Family]
         vals = np.stack([np.where(inside, tl[c][np.clip(k, 0, None)], 0.0) for c in cols])
         tier = np.array([c.rsplit("_", 2)[0] for c in cols], dtype=object)
         direction = np.array([c.rsplit("_", 2)[1] for c in cols], dtype=object)
-        out.append(_family("aifabric_tier_utilization_ratio",
+        out.append(family("aifabric_tier_utilization_ratio",
                            {"tier": tier, "direction": direction},
                            np.repeat(np.arange(len(cols)), len(grid)),
                            np.tile(grid, len(cols)), vals.ravel()))
@@ -463,7 +465,7 @@ def _timeline_families(tables: dict[str, Table], step_ns: float) -> list[Family]
             if total > 0:
                 vals[j] = _progress(tr["start_ns"][mine], tr["end_ns"][mine], moved[mine],
                                     grid) / total
-        out.append(_family("aifabric_collective_progress_ratio",
+        out.append(family("aifabric_collective_progress_ratio",
                            {"collective": co["collective"], "training_job": co["job"],
                             "op": co["op"]},
                            np.repeat(np.arange(nc), len(grid)), np.tile(grid, nc),
@@ -477,11 +479,11 @@ def run_families(tables: dict[str, Table], fabric: Any = None,
     ``fabric``: the run's fabric, for full port labels (see the module docstring);
     ``step_ns``: the longest gap between samples of the timeline's series."""
     if fabric is not None:
-        _check_fabric(tables, fabric)
+        check_fabric(tables, fabric)
     fams = _timeline_families(tables, step_ns)
     fams += collective_link_families(tables, fabric, step_ns)
     if "packet_queues" in tables:
-        fams += _packet_families(tables, _arc_label_source(tables, fabric), fabric)
+        fams += _packet_families(tables, arc_label_source(tables, fabric), fabric)
     rank = {m.name: i for i, m in enumerate(CATALOG)}
     return sorted(fams, key=lambda f: rank[f.metric.name])
 

@@ -583,7 +583,7 @@ BYTES_PER_CLASS_NODE = 1000
 def _check_memory(class_nodes: int, classes: int, read: int, ranks: int) -> None:
     """Refuse (SpecError) a trace whose distinct rank graphs will not fit in memory:
     ranks with different graphs each compile into their own stages."""
-    from aifabric.guard import _refuse
+    from aifabric.guard import refuse as _refuse
 
     _refuse("workload.chakra", f"the trace has {classes:,} different rank graph(s) "
             f"among the first {read:,} of {ranks:,} ranks, {class_nodes:,} nodes to compile "
@@ -891,7 +891,9 @@ def _check_rows(ukind: list[int], uinfo: list[Any], n_p2p: int, channels: int, s
                 qps: int) -> None:
     """Refuse (SpecError) a trace whose collectives make more transfers than memory holds
     (the same estimate the scenario guard uses for collectives), before compiling them."""
-    from aifabric.guard import WorkloadEstimate, _refuse, collective_rows
+    from aifabric.guard import WorkloadEstimate
+    from aifabric.guard import refuse as _refuse
+    from aifabric.workload.collectives.rows import collective_rows
 
     rows = n_p2p
     for kind, info in zip(ukind, uinfo, strict=True):

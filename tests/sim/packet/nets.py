@@ -33,7 +33,7 @@ def routed(doc: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
     """``doc``'s fabric, workload, routed paths and transfer -> connection map, as
     ``simulate`` builds them (routing seed 0)."""
     from aifabric import build_fabric
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
     from aifabric.sim.paths import route_dag
     from aifabric.sim.run import compile_workload
     from aifabric.sim.scenario import SimScenario

@@ -14,7 +14,7 @@ from aifabric import build_fabric
 from aifabric.errors import SpecError
 from aifabric.routing.flows import FlowSet, make_flows
 from aifabric.routing.route import route
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.packet.config import PacketConfig, packet_config_from_dict
 from aifabric.sim.packet.run import ack_routes, flow_routes, run_packet
 from aifabric.sim.packet.sim import PacketSim, Topology
@@ -123,7 +123,7 @@ def test_failed_links_apply_to_the_acks():
 def test_pinned_connections_keep_the_reversed_route():
     """Pinned paths (a what-if of stale routes) are the data's only: their ACKs retrace
     them, counted as ``fallback_pinned``."""
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
 
     scn = load_scenario(EX / "deadlock-bounce.yaml", model=SimScenario)
     f = build_fabric(scn.spec)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from aifabric.errors import SpecError
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.scenario import SimScenario
 from tests.sim.packet.nets import FT4, config, incast
 
@@ -164,7 +164,7 @@ def test_progress_is_reported_while_running_and_changes_nothing():
 def test_the_hops_of_the_estimate_are_the_routes_the_run_takes(name):
     """The estimate's hops come from the flow x arc matrix alone (no loop over flows):
     for every flow row, the length of the route the packet run follows."""
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.packet.run import flow_routes, route_hops
     from aifabric.sim.paths import route_dag
     from aifabric.sim.run import compile_workload

@@ -15,7 +15,7 @@ import yaml
 
 from aifabric import build_fabric
 from aifabric.routing.failover import live_links
-from aifabric.scenario import load_scenario
+from aifabric.routing.scenario import load_scenario
 from aifabric.sim.packet.sim import Topology
 from aifabric.sim.paths import route_dag
 from aifabric.sim.run import compile_workload, simulate

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from aifabric import build_fabric
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim.packet import attach_packet_results, packet_config_from_dict, run_packet
 from aifabric.sim.paths import route_dag
 from aifabric.sim.results import arc_groups, build_result

@@ -19,6 +19,7 @@ import numpy as np
 
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.flow.engine import FlowRun, Paths
+from aifabric.sim.limits import DEFAULT_MAX_EVENTS  # (its home: one limit for every caller)
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS
 from aifabric.sim.packet.network import QP
@@ -29,9 +30,6 @@ from aifabric.workload.dag import COMPUTE, TransferDAG
 __all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "ack_routes", "estimate_events", "flow_routes",
            "route_hops", "run_packet"]
 
-#: the most events a packet run may be estimated at before it is refused (``--max-events``):
-#: about 2-3 minutes of the compiled loop at ~1.3 M events/s
-DEFAULT_MAX_EVENTS = 200_000_000
 #: events per data frame and (hop + 1), measured on incasts and permutations (1.28-1.41):
 #: an arrival per hop, a transmission-done per busy port, the NIC's own
 EVENTS_PER_FRAME_HOP = 1.35

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
-from aifabric.goodput.spec import CheckpointSpec
+from aifabric.reliability.spec import CheckpointSpec
 
 __all__ = ["ResolvedLevel", "nest", "resolve_levels"]
 

@@ -23,7 +23,7 @@ horizon and Monte Carlo trials.
 A level's ``save`` is the stall of training while it snapshots; ``upload`` the time the
 copy then takes in the background (it is usable only once uploaded); unset times are
 derived from the checkpoint size (the job's parameters x ``bytes_per_param``) and the
-level's bandwidth (see :mod:`aifabric.goodput.checkpoint`).
+level's bandwidth (see :mod:`aifabric.reliability.checkpoint`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
-from aifabric.goodput.rates import CLASSES
+from aifabric.reliability.rates import CLASSES
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name

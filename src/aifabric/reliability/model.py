@@ -3,9 +3,9 @@
 :func:`run_goodput` is the pure core behind ``aifabric goodput``: no printing, no files.
 It places the scenario's jobs as ``simulate`` does (:func:`aifabric.sim.run.compile_workload`),
 asks the routing model once per group of components what a failure does to the job
-(:mod:`aifabric.goodput.impact`), turns the per-instance failure rates into the rates of
+(:mod:`aifabric.reliability.impact`), turns the per-instance failure rates into the rates of
 interrupting and degrading failures, and runs the vectorised Monte Carlo
-(:mod:`aifabric.goodput.montecarlo`) for the configured checkpoint intervals and a sweep
+(:mod:`aifabric.reliability.montecarlo`) for the configured checkpoint intervals and a sweep
 of one level's interval.
 """
 
@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
-from aifabric.goodput.checkpoint import ResolvedLevel, nest, resolve_levels
-from aifabric.goodput.impact import ImpactTable, component_groups, failure_entry, job_impact
-from aifabric.goodput.montecarlo import Degrade, EngineResult, Kind, Levels, run_engine
-from aifabric.goodput.rates import CLASSES, DEFAULTS, HOST_CLASSES, MONTH_S
-from aifabric.goodput.spec import GoodputScenario
+from aifabric.reliability.checkpoint import ResolvedLevel, nest, resolve_levels
+from aifabric.reliability.impact import ImpactTable, component_groups, failure_entry, job_impact
+from aifabric.reliability.montecarlo import Degrade, EngineResult, Kind, Levels, run_engine
+from aifabric.reliability.rates import CLASSES, DEFAULTS, HOST_CLASSES, MONTH_S
+from aifabric.reliability.spec import GoodputScenario
 from aifabric.topology.fabric import Fabric, LinkKind
 
 __all__ = ["ClassRow", "GoodputResult", "optimum", "run_goodput"]

@@ -14,15 +14,14 @@ document by a dotted path and gives it a new value:
 The overridden document is validated again from what the user wrote (relative paths keep
 resolving against the scenario's folder), so an override behaves exactly like an edit of
 the YAML file. :func:`check_override_path` validates a path against the model's schema
-without a value (a sweep checks its fields before any point runs); :func:`content_hash`
-names a scenario by its content, the same in every process and on every machine.
+without a value (a sweep checks its fields before any point runs). (A scenario's content
+hash, which also covers the files it names, is :func:`aifabric.sim.identity.content_hash`.)
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-import hashlib
 import json
 import types
 from collections.abc import Mapping
@@ -33,31 +32,31 @@ from pydantic import BaseModel
 
 from aifabric.errors import Problem, SpecError
 
-__all__ = ["apply_overrides", "canonical_json", "check_override_path", "content_hash",
-           "named_files", "scenario_document"]
+__all__ = ["apply_overrides", "canonical_json", "check_override_path", "jsonable",
+           "scenario_document", "spec_mapping"]
 
 S = TypeVar("S")
 
 
 # ---------------------------------------------------------------- documents
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     """Plain JSON data: models dumped, tuples as lists, numpy scalars and arrays as
     numbers and lists (a sweep's grid values), other values as they are."""
     if isinstance(x, BaseModel):
         return x.model_dump(mode="json", exclude_unset=True)
     if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, Path):
         return str(x)
     if hasattr(x, "tolist") and callable(x.tolist):  # numpy scalars and arrays
-        return _jsonable(x.tolist())
+        return jsonable(x.tolist())
     return x
 
 
-def _spec_mapping(spec: Any) -> dict[str, Any]:
+def spec_mapping(spec: Any) -> dict[str, Any]:
     """A spec built in code as the mapping that validates back to it: the fields given
     (a fuller dump when that does not round-trip)."""
     from aifabric.spec.load import spec_from_dict
@@ -78,7 +77,7 @@ def _written(scn: Any) -> dict[str, Any]:
     if doc is not None:
         doc = copy.deepcopy(doc)
         if isinstance(doc.get("spec"), BaseModel):  # a Spec given to scenario_from_dict
-            doc["spec"] = _spec_mapping(doc["spec"])
+            doc["spec"] = spec_mapping(doc["spec"])
         return doc
     # built in code: the fields given; the spec as given (before the routing overrides
     # were merged into it, so replacing or removing them acts as in a YAML file)
@@ -86,7 +85,7 @@ def _written(scn: Any) -> dict[str, Any]:
     given = getattr(scn, "_given_spec", None)
     if given is None:
         given = scn.spec
-    data["spec"] = _spec_mapping(given) if isinstance(given, BaseModel) else _jsonable(given)
+    data["spec"] = spec_mapping(given) if isinstance(given, BaseModel) else jsonable(given)
     return data
 
 
@@ -119,70 +118,13 @@ def scenario_document(scn: Any) -> dict[str, Any]:
     to an equal scenario."""
     doc = _written(scn)
     _embed_spec(scn, doc)
-    return _jsonable(doc)
+    return jsonable(doc)
 
 
 def canonical_json(x: Any) -> str:
     """Deterministic JSON text: sorted keys, no spaces, non-ASCII kept as is."""
-    return json.dumps(_jsonable(x), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    return json.dumps(jsonable(x), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
-
-
-def _digest(paths: list[Path]) -> str:
-    """sha256 of files' names and bytes, in order ("missing" when one cannot be read)."""
-    h = hashlib.sha256()
-    try:
-        for p in paths:
-            h.update(p.name.encode("utf-8") + b"\0")
-            with open(p, "rb") as fh:
-                for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                    h.update(block)
-    except OSError:
-        return "missing"
-    return h.hexdigest() if paths else "missing"
-
-
-def named_files(scn: Any) -> dict[str, str]:
-    """A digest of each file the scenario names besides its spec (a ``flows`` traffic
-    CSV, a Chakra trace's rank files), by the dotted path that names it: the run reads
-    them, so their content is part of what the scenario is."""
-    base = scn.base_dir
-
-    def where(text: str) -> Path:
-        p = Path(text)
-        return p if p.is_absolute() or base is None else Path(base) / p
-
-    out: dict[str, str] = {}
-    for i, pat in enumerate(getattr(scn, "traffic", None) or []):
-        f = getattr(pat, "file", None)
-        if isinstance(f, str):
-            out[f"traffic.{i}.file"] = _digest([where(f)])
-    wl = getattr(scn, "workload", None)
-    chakra = getattr(wl, "chakra", None)
-    if isinstance(chakra, str):
-        from aifabric.workload.chakra import find_rank_files
-
-        try:
-            files = find_rank_files(where(chakra), getattr(wl, "ranks", None))[1]
-        except SpecError:
-            files = []
-        out["workload.chakra"] = _digest(files)
-    return out
-
-
-def content_hash(scn: Any) -> str:
-    """sha256 (hex) of :func:`canonical_json` of ``{"scenario": scenario_document(scn),
-    "sim": scn.sim}``, plus ``"files"``: :func:`named_files` when the scenario names a
-    traffic CSV or a Chakra trace. The same scenario has the same hash in any process, on
-    any machine; any change of its document (an override, the spec file's content) or of
-    a file it names changes it. (The document is hashed as written: a field given with
-    its default value hashes differently from the field left out.)"""
-    doc: dict[str, Any] = {"scenario": scenario_document(scn),
-                           "sim": getattr(scn, "sim", None)}
-    files = named_files(scn)
-    if files:
-        doc["files"] = files
-    return hashlib.sha256(canonical_json(doc).encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------- the schema of paths
@@ -318,7 +260,7 @@ def apply_overrides(scn: S, overrides: Mapping[str, Any]) -> S:
     """A new scenario of the same type: ``scn``'s document with each dotted path set to its
     value, validated again (SpecError naming the path: a bad path with the closest valid
     names, a value of the wrong type or out of range with pydantic's message)."""
-    from aifabric.scenario import scenario_from_dict
+    from aifabric.routing.scenario import scenario_from_dict
 
     if not isinstance(overrides, Mapping):
         raise SpecError(Problem("overrides", f"got {type(overrides).__name__}; allowed: a "
@@ -337,7 +279,7 @@ def apply_overrides(scn: S, overrides: Mapping[str, Any]) -> S:
         parts = path.split(".")
         if parts[0] == "spec" and len(parts) > 1:
             _embed_spec(scn, doc)
-        _set(doc, parts, _jsonable(value), path, lambda d: _embed_spec(scn, d))
+        _set(doc, parts, jsonable(value), path, lambda d: _embed_spec(scn, d))
     try:
         out = scenario_from_dict(doc, file=None, base_dir=scn.base_dir, model=model)
     except SpecError as err:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aifabric.errors import SpecError
 from aifabric.guard import check_fabric
-from aifabric.plan.summary import plan_fabric
+from aifabric.planning.summary import plan_fabric
 from aifabric.spec.load import spec_from_dict
 from aifabric.spec.models import Spec
 from aifabric.topology.builders import build_fabric

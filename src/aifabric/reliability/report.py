@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from aifabric.goodput.model import GoodputResult
+from aifabric.reliability.model import GoodputResult
 
 __all__ = ["MARKER", "jsonable", "write_goodput"]
 

@@ -1,6 +1,6 @@
 """The Monte Carlo engine: failures arriving over the horizon, recovery, lost work.
 
-Pure numpy, no fabric: the caller (:mod:`aifabric.goodput.model`) has already asked the
+Pure numpy, no fabric: the caller (:mod:`aifabric.reliability.model`) has already asked the
 routing model which failures interrupt the job (:class:`Kind`, one per failure class with
 its total rate) and which only slow it (:class:`Degrade`). Every trial is simulated at
 once (arrays over trials), and so is every point of a checkpoint-interval sweep (arrays

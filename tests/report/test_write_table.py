@@ -1,0 +1,34 @@
+"""One table writer (``aifabric.report.write.write_table``) for the simulation tables
+(floats as ``%.10g``) and the route tables (floats as Python's shortest repr)."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+
+from aifabric.report.write import FLOAT_FORMAT, write_table
+
+
+def _rows(path):
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.reader(fh))
+
+
+def test_float_format_per_call(tmp_path):
+    x = np.array([0.1 + 0.2, 1 / 3, 2.5e-12, 1e20])
+    table = {"x": x, "n": np.arange(4), "name": np.array(["a", "b,c", "", "d"], dtype=object)}
+    write_table(tmp_path / "sim.csv", table)
+    write_table(tmp_path / "route.csv", table, float_format=None)
+    sim, route = _rows(tmp_path / "sim.csv"), _rows(tmp_path / "route.csv")
+    assert sim[0] == route[0] == ["x", "n", "name"]
+    assert [r[0] for r in sim[1:]] == [FLOAT_FORMAT % v for v in x]
+    assert [float(r[0]) for r in route[1:]] == x.tolist()  # repr: exact round trip
+    assert [r[0] for r in route[1:]] == [repr(v) for v in x.tolist()]
+    assert [r[1:] for r in sim] == [r[1:] for r in route]  # other columns alike
+    assert sim[2][2] == "b,c"
+
+
+def test_an_empty_table_has_its_header(tmp_path):
+    write_table(tmp_path / "e.csv", {"x": np.zeros(0), "y": np.zeros(0, np.int64)})
+    assert _rows(tmp_path / "e.csv") == [["x", "y"]]
