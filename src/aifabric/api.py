@@ -161,13 +161,14 @@ def load_spec(path: str | Path) -> Spec:
     return _load_spec(path)
 
 
-def build_fabric(spec: Spec | str | Path) -> Fabric:
+def build_fabric(spec: Spec | str | Path, *, file: str | Path | None = None) -> Fabric:
     """Build the fabric of a spec (or of the spec file at a path): every GPU, NIC port,
     switch and link as numpy arrays. A fabric predicted to need more memory than the limit
-    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built."""
+    (``--max-memory``; :func:`aifabric.guard.set_limit`) is refused before it is built.
+    Problems name the spec's path, else ``file`` (the file a Spec was read from)."""
     if isinstance(spec, str | Path):
         return _build(load_spec(spec), spec)
-    return _build(spec)
+    return _build(spec, file)
 
 
 @dataclass(frozen=True)

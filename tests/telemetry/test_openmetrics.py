@@ -344,13 +344,13 @@ def test_parallel_links_stay_apart_without_the_scenario():
     """Two links between the same two devices, no fabric: two series, each with its own
     samples in time order (before, they shared one label set and the second link's
     samples went back in time, which promtool drops without a word)."""
-    from aifabric.telemetry.openmetrics import _arc_label_source
+    from aifabric.telemetry.openmetrics import arc_label_source
 
     links = {"link": np.array([3, 4]), "direction": np.array(["up", "up"], dtype=object),
              "from": np.array(["tor", "tor"], dtype=object),
              "to": np.array(["agg", "agg"], dtype=object),
              "tier": np.array(["leaf up", "leaf up"], dtype=object)}
-    lab = _arc_label_source({"links": links}, None)(np.array([6, 8]))
+    lab = arc_label_source({"links": links}, None)(np.array([6, 8]))
     keys = {tuple(lab[k][i] for k in sorted(lab)) for i in range(2)}
     assert len(keys) == 2 and list(lab["port"]) == ["link3", "link4"]
 

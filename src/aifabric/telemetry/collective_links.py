@@ -47,7 +47,7 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     """The ``aifabric_collective_link_bytes`` family of a run's tables (none when the run
     has no ``collective_links`` rows); ``step_ns``: the timeline grid step in simulated
     ns (samples are :data:`LINK_STEP_FACTOR` of them apart)."""
-    from aifabric.telemetry.openmetrics import _arc_label_source, _family
+    from aifabric.telemetry.openmetrics import _family, arc_label_source
 
     cl = tables.get("collective_links")
     if cl is None or not len(cl["bytes"]):
@@ -62,7 +62,7 @@ def collective_link_families(tables: dict[str, Any], fabric: Any, step_ns: float
     value = np.bincount(inv, weights=cl["bytes"], minlength=len(uk))
     u_cj = uk // n_arc
     if fabric is not None:
-        labels = dict(_arc_label_source(tables, fabric)(uk % n_arc))
+        labels = dict(arc_label_source(tables, fabric)(uk % n_arc))
     else:  # the table's own names (those of the links table); port: the link's index, as
         # the run's other series have it without the fabric (parallel links stay apart)
         blank = np.full(len(uk), "", dtype=object)

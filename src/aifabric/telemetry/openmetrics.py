@@ -45,8 +45,9 @@ from aifabric.errors import Problem, SpecError
 from aifabric.telemetry.catalog import CATALOG, PORT_LABELS, Metric, by_name
 from aifabric.telemetry.collective_links import collective_link_families
 
-__all__ = ["DEFAULT_START", "DEFAULT_TIME_SCALE", "GRID_STEP_S", "Family", "parse_start",
-           "read_run", "render", "render_bytes", "run_families", "run_to_text"]
+__all__ = ["DEFAULT_START", "DEFAULT_TIME_SCALE", "FAST_TABLES", "GRID_STEP_S", "TABLE_COLUMNS",
+           "Family", "arc_capacity", "arc_label_source", "check_run_fabric", "parse_start",
+           "read_run", "read_table", "render", "render_bytes", "run_families", "run_to_text"]
 
 #: the wall-clock time of simulated t = 0 unless ``--start`` says otherwise (a fixed
 #: origin: the same run gives the same bytes)
@@ -61,7 +62,7 @@ GRID_MAX = 10_000
 Table = dict[str, np.ndarray]
 
 #: what each table must have: (numeric columns, text columns)
-_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+TABLE_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "timeline": (("start_ns", "end_ns"), ()),
     "collectives": ((), ("collective", "job", "op")),
     "transfers": (("collective", "size_bytes", "repeat", "start_ns", "end_ns"), ()),
@@ -74,7 +75,7 @@ _COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                                              "tier")),
 }
 #: tables read with numpy's C parser (large, numeric, no blanks)
-_FAST = {"packet_queues", "packet_flows"}
+FAST_TABLES = {"packet_queues", "packet_flows"}
 _RUN = "allowed: a folder written by aifabric simulate --out"
 
 
@@ -84,7 +85,7 @@ def _num(v: list[str]) -> np.ndarray:
 
 def _wanted(name: str, header: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(numeric, text) columns to read: the timeline's utilization columns too."""
-    nums, strs = _COLUMNS[name]
+    nums, strs = TABLE_COLUMNS[name]
     if name == "timeline":
         nums = nums + tuple(c for c in header if c.endswith(("_up_util", "_down_util")))
     return nums, strs
@@ -108,7 +109,7 @@ def _read_csv(path: Path, name: str, shown: str) -> Table:
         missing = [c for c in (*nums, *strs) if c not in header]
         if missing:
             raise SpecError(Problem(shown, f"has no column {missing[0]!r}; {_RUN}"))
-        if name in _FAST:
+        if name in FAST_TABLES:
             fast = _read_csv_arrow(path, nums)
             if fast is not None:
                 return fast
@@ -143,6 +144,12 @@ def _read_parquet(path: Path, name: str, shown: str) -> Table:
     return out
 
 
+def read_table(path: Path, name: str, shown: str) -> Table:
+    """One table ``name`` (a key of :data:`TABLE_COLUMNS`) of a run folder, csv or parquet
+    by its suffix; a missing column is a SpecError on ``shown``."""
+    return (_read_csv if path.suffix == ".csv" else _read_parquet)(path, name, shown)
+
+
 def read_run(run_dir: str | Path) -> dict[str, Table]:
     """The tables of a run folder that the metrics come from (csv or parquet, as
     ``simulate --out`` wrote them). Raises a one-line :class:`SpecError` when the folder
@@ -151,7 +158,7 @@ def read_run(run_dir: str | Path) -> dict[str, Table]:
     if not run.is_dir():
         raise SpecError(Problem("RUN_DIR", f"{run} is not a folder; {_RUN}"))
     tables: dict[str, Table] = {}
-    for name in _COLUMNS:
+    for name in TABLE_COLUMNS:
         for ext, reader in (("csv", _read_csv), ("parquet", _read_parquet)):
             p = run / f"{name}.{ext}"
             if p.is_file():
@@ -211,7 +218,7 @@ def _family(name: str, labels: dict[str, np.ndarray], series: np.ndarray, t_ns: 
                   np.asarray(value, np.float64))
 
 
-def _check_fabric(tables: dict[str, Table], fabric: Any) -> None:
+def check_run_fabric(tables: dict[str, Table], fabric: Any) -> None:
     """The run's links table names the same nodes at each link as ``fabric`` (else the
     scenario is not the one the run came from)."""
     lk = tables.get("links")
@@ -233,7 +240,7 @@ def _check_fabric(tables: dict[str, Table], fabric: Any) -> None:
                                 "simulated from"))
 
 
-def _arc_label_source(tables: dict[str, Table], fabric: Any) -> Any:
+def arc_label_source(tables: dict[str, Table], fabric: Any) -> Any:
     """A function arcs -> PORT_LABELS + direction (``up``/``down``)."""
     if fabric is not None:
         from aifabric.telemetry.catalog import arc_labels
@@ -320,7 +327,7 @@ def _packet_families(tables: dict[str, Table], arc_src: Any, fabric: Any) -> lis
     txb = q["tx_bytes"][r]
     same = np.concatenate([[False], aid[1:] == aid[:-1]])
     prev_b = np.where(same, np.concatenate([[0.0], txb[:-1]]), 0.0)
-    cap = _arc_capacity(tables, fabric, ua)[aid]
+    cap = arc_capacity(tables, fabric, ua)[aid]
     dt = t[r] - prev_t
     ok = (dt > 0) & (cap > 0)
     util = np.zeros(len(r))
@@ -330,7 +337,7 @@ def _packet_families(tables: dict[str, Table], arc_src: Any, fabric: Any) -> lis
     return out
 
 
-def _arc_capacity(tables: dict[str, Table], fabric: Any, arcs: np.ndarray) -> np.ndarray:
+def arc_capacity(tables: dict[str, Table], fabric: Any, arcs: np.ndarray) -> np.ndarray:
     """Gbit/s of each arc (NaN where unknown)."""
     if fabric is not None:
         return fabric.links.capacity_gbps.reshape(-1)[arcs].astype(np.float64)
@@ -477,11 +484,11 @@ def run_families(tables: dict[str, Table], fabric: Any = None,
     ``fabric``: the run's fabric, for full port labels (see the module docstring);
     ``step_ns``: the longest gap between samples of the timeline's series."""
     if fabric is not None:
-        _check_fabric(tables, fabric)
+        check_run_fabric(tables, fabric)
     fams = _timeline_families(tables, step_ns)
     fams += collective_link_families(tables, fabric, step_ns)
     if "packet_queues" in tables:
-        fams += _packet_families(tables, _arc_label_source(tables, fabric), fabric)
+        fams += _packet_families(tables, arc_label_source(tables, fabric), fabric)
     rank = {m.name: i for i, m in enumerate(CATALOG)}
     return sorted(fams, key=lambda f: rank[f.metric.name])
 

@@ -468,8 +468,8 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     gx = (np.arange(len(ug)) - (len(ug) - 1) / 2.0) * 220.0
 
     names = n.name
-    tor_label = _short_labels(names[tors].tolist())
-    host_label = _short_labels(names[hosts].tolist())
+    tor_label = short_labels(names[tors].tolist())
+    host_label = short_labels(names[hosts].tolist())
     nodes: list[dict[str, Any]] = []
     for j, gi in enumerate(ug.tolist()):  # agg groups above the segment: a handful
         nodes.append({"id": g.ids[gi], "node": None, "name": g.labels[gi], "kind": "agg",
@@ -548,7 +548,7 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
             "agg": agg, "colour_by": COLOUR_BY[agg]}
 
 
-def _short_labels(names: list[str]) -> list[str]:
+def short_labels(names: list[str]) -> list[str]:
     """Names without the prefix they all share, cut after a ``-`` (``tor-s00-r0-a`` ->
     ``r0-a``, ``host-s00-h000`` -> ``h000``): 16 ToR names side by side stay readable;
     the full name is the node's ``name`` (details panel, hover). One name: kept whole."""
