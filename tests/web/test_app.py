@@ -158,6 +158,21 @@ def test_the_page_and_everything_it_loads_come_from_the_server(served):
         assert got.status_code == 200, ref
 
 
+def test_the_modules_are_served_as_they_are_as_javascript(served):
+    """Each ES module of static/js comes back byte for byte (no build step) with a
+    JavaScript content type (a browser refuses to run a module script without one)."""
+    from aifabric.web.app import STATIC_DIR
+
+    modules = sorted((STATIC_DIR / "js").glob("*.js"))
+    assert modules
+    for path in modules:
+        r = httpx.get(f"{served.url}static/js/{path.name}", timeout=30)
+        assert r.status_code == 200, path.name
+        assert r.headers["content-type"].split(";")[0] in ("text/javascript",
+                                                           "application/javascript"), r.headers
+        assert r.content == path.read_bytes()
+
+
 # ---------------------------------------------------------------- only the run folder
 @pytest.mark.parametrize("path", [
     "/files/../../etc/passwd",
