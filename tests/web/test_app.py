@@ -158,6 +158,21 @@ def test_the_page_and_everything_it_loads_come_from_the_server(served):
         assert got.status_code == 200, ref
 
 
+def test_the_modules_are_served_as_they_are_as_javascript(served):
+    """Each ES module of static/js comes back byte for byte (no build step) with a
+    JavaScript content type (a browser refuses to run a module script without one)."""
+    from aifabric.web.app import STATIC_DIR
+
+    modules = sorted((STATIC_DIR / "js").glob("*.js"))
+    assert modules
+    for path in modules:
+        r = httpx.get(f"{served.url}static/js/{path.name}", timeout=30)
+        assert r.status_code == 200, path.name
+        assert r.headers["content-type"].split(";")[0] in ("text/javascript",
+                                                           "application/javascript"), r.headers
+        assert r.content == path.read_bytes()
+
+
 # ---------------------------------------------------------------- only the run folder
 @pytest.mark.parametrize("path", [
     "/files/../../etc/passwd",
@@ -465,42 +480,42 @@ def test_the_run_listing_is_cached_until_a_folder_changes(tmp_path):
     """The run folder is walked once; the listing is reused while no directory's mtime
     changed (a file slipped in with the mtime put back is not seen: proof of the
     cache), and walked again once one changed."""
-    from aifabric.web.app import _run_files
+    from aifabric.web.runfolder import run_files
 
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)
     (run / "a.csv").write_text("x\n1\n")
     (run / "sub" / "b.png").write_bytes(b"png")
-    first = _run_files(run)
+    first = run_files(run)
     assert [f["path"] for f in first] == ["a.csv", "sub/b.png"]
     st = os.stat(run / "sub")
     (run / "sub" / "c.csv").write_text("y\n2\n")
     os.utime(run / "sub", ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert _run_files(run) == first  # cached: not walked again
+    assert run_files(run) == first  # cached: not walked again
     os.utime(run / "sub", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    assert [f["path"] for f in _run_files(run)] == ["a.csv", "sub/b.png", "sub/c.csv"]
+    assert [f["path"] for f in run_files(run)] == ["a.csv", "sub/b.png", "sub/c.csv"]
     (run / "a.csv").unlink()
-    assert [f["path"] for f in _run_files(run)] == ["sub/b.png", "sub/c.csv"]
+    assert [f["path"] for f in run_files(run)] == ["sub/b.png", "sub/c.csv"]
 
 
 def test_a_csv_tables_row_count_is_read_once_per_version(tmp_path):
     """The row count is counted once per (path, mtime, size); later pages stop at their
     last row (a tail changed with mtime and size kept is not re-read); a new version of
     the file is read again."""
-    from aifabric.web.app import _read_csv
+    from aifabric.web.runfolder import read_csv
 
     p = tmp_path / "t.csv"
     p.write_text("a,b\n" + "".join(f"{i},{i * 2}\n" for i in range(1000)))
     st = os.stat(p)
-    page = _read_csv(p, 10, 5)
+    page = read_csv(p, 10, 5)
     assert page["total"] == 1000 and page["rows"][0] == ["10", "20"] and not page["problem"]
     raw = bytearray(p.read_bytes())
     raw[-40:] = b'"' + b"x" * 38 + b"\n"  # the tail: an unclosed quote, same size
     p.write_bytes(bytes(raw))
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
-    again = _read_csv(p, 20, 5)
+    again = read_csv(p, 20, 5)
     assert again["total"] == 1000 and again["rows"][0] == ["20", "40"]
     assert again["problem"] is None  # the tail was not read: the count came from the cache
     os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    fresh = _read_csv(p, 20, 5)
+    fresh = read_csv(p, 20, 5)
     assert fresh["rows"][0] == ["20", "40"] and fresh["total"] < 1000

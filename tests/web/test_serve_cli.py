@@ -79,12 +79,20 @@ def test_target_that_does_not_exist(tmp_path):
     assert "no-such.yaml" in _bad(tmp_path, tmp_path / "no-such.yaml")
 
 
-@pytest.mark.parametrize("content", ["just some notes\n", "[1, 2, 3]\n", "name: x\n",
-                                     "\x00\x01binary: [\n"])
-def test_a_file_that_is_neither_spec_nor_scenario(tmp_path, content):
+NEITHER = "is neither a spec (no topology:) nor a scenario (no spec:)"
+
+
+@pytest.mark.parametrize(("content", "says"), [("just some notes\n", NEITHER),
+                                               ("[1, 2, 3]\n", NEITHER),
+                                               ("name: x\n", NEITHER),
+                                               ("\x00\x01binary: [\n", "invalid YAML")])
+def test_a_file_that_is_neither_spec_nor_scenario(tmp_path, content, says):
     f = tmp_path / "notes.yaml"
     f.write_text(content, encoding="utf-8")
-    _bad(tmp_path, f)
+    msg = _bad(tmp_path, f)
+    assert str(f) in msg and says in msg, msg
+    if says == NEITHER:  # what would be allowed instead
+        assert "TARGET: " in msg and "allowed: a fabric spec (YAML), a scenario" in msg, msg
 
 
 def test_a_folder_that_is_not_a_run(tmp_path):
@@ -118,13 +126,19 @@ def test_lab_with_no_lab_up(tmp_path):
     assert "no lab is up" in msg
 
 
-@pytest.mark.parametrize("args", [
-    ("TARGET", "--lab"),                 # both a target and the lab
-    ("--dir", "x"),                      # --dir without --lab
-    ("TARGET", "--scenario", "TARGET"),  # --scenario is for run folders
+@pytest.mark.parametrize(("args", "says"), [
+    # both a target and the lab
+    (("TARGET", "--lab"), "TARGET: {TINY} given with --lab; allowed: one of TARGET or --lab"),
+    # --dir without --lab (and without a target: the target is missing first)
+    (("TARGET", "--dir", "x"), "--dir: only with --lab"),
+    (("--dir", "x"), "TARGET: missing; allowed: a fabric spec, a scenario, a run folder"),
+    # --scenario is for run folders
+    (("TARGET", "--scenario", "TARGET"), "--scenario: only with a run folder; allowed: "
+                                         "serve RUN_DIR --scenario FILE"),
 ])
-def test_conflicting_options(tmp_path, args):
-    _bad(tmp_path, *[TINY if a == "TARGET" else a for a in args])
+def test_conflicting_options(tmp_path, args, says):
+    msg = _bad(tmp_path, *[TINY if a == "TARGET" else a for a in args])
+    assert msg.startswith("error: " + says.format(TINY=TINY)), msg
 
 
 # ---------------------------------------------------------------- serving

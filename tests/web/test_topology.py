@@ -333,15 +333,45 @@ def test_search_host_port(hpn) -> None:
     assert len(search(hpn, "host-s00-h000:ens")) == 16  # every port of the host
 
 
+def _names_matching(f, q: str, limit: int = 50) -> list[str]:
+    """The node names a plain-text query finds, by Python's own string operations (not
+    numpy's): case-insensitive, the exact name first, then the names starting with the
+    query, then those containing it further in (node order within each), each once, at
+    most ``limit``."""
+    names = [str(x) for x in f.nodes.name]
+    ql = q.strip().lower()
+    low = [n.lower() for n in names]
+    exact = [i for i, n in enumerate(low) if n == ql]
+    pre = [i for i, n in enumerate(low) if n.startswith(ql) and n != ql][:limit]
+    sub = [i for i, n in enumerate(low) if ql in n and not n.startswith(ql)][:limit]
+    return [names[i] for i in dict.fromkeys(exact + pre + sub)][:limit]
+
+
 @pytest.mark.parametrize("q", ["<script>alert(1)</script>", "'; DROP TABLE x", "%s%n%x",
                                "../../etc/passwd", ":", "a:", ":b", "x:y:z", "...",
                                "1.2.3.4.5", "999.1.1.1", "\ud800", "tor-s00-r0-a:",
                                "tor-s00-r0-a:Ethernet-1", "host-s00-h000:", "*", ".*",
-                               "[", "\\", "é", "\u202e", "a" * 200])
-def test_hostile_queries_return_lists(hpn, q: str) -> None:
+                               "[", "\\", "é", "\u202e", "a" * 200,
+                               # hostile-looking but matching: case, blanks, a substring
+                               "TOR-S00-R0-A", "  tor-s01-r1-b  ", "S01-R1", "-H00", "0"])
+def test_hostile_queries_are_only_compared(hpn, q: str) -> None:
+    """A query is compared with the names, never evaluated (no pattern, no format, no
+    path): the hits are exactly the names containing it as text, exact first, then
+    prefixes, then the rest; none of the hostile ones names anything."""
     hits = search(hpn, q)
-    assert isinstance(hits, list)
     json.dumps(hits)
+    expected = _names_matching(hpn, q)
+    assert [h["name"] for h in hits] == expected
+    assert all(h["match"] == "name" for h in hits)
+    assert [h["exact"] for h in hits] == [n.lower() == q.strip().lower() for n in expected]
+    if q.strip().isascii() and not any(c.isalnum() for c in q):
+        assert hits == []  # punctuation alone matches no name
+    if q in ("TOR-S00-R0-A", "  tor-s01-r1-b  "):  # one switch, whatever the case/blanks
+        assert expected[0] == q.strip().lower() and hits[0]["exact"]
+    if q in ("S01-R1", "-H00", "0"):
+        assert len(hits) > 1
+    if q == "0":
+        assert len(hits) == 50  # capped
 
 
 @pytest.mark.parametrize("q", ["", "   ", "a" * 201, None, 5, b"tor",

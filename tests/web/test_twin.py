@@ -360,10 +360,9 @@ def test_a_capped_trace_keeps_the_bottleneck_the_listed_paths_and_the_heaviest(
     by hop, then the heaviest arcs (the selection's bytes), and says how many of how
     many; below it, every arc (exactly :meth:`Twin.trace_arcs`) and ``truncated`` null.
     (Two paths listed instead of 50, so that this small fabric has arcs left over.)"""
-    from aifabric.web import twin as twin_mod
-    from aifabric.web.twin import Twin
+    from aifabric.web.twin import Twin, tracing
 
-    monkeypatch.setattr(twin_mod, "PATH_ROWS", 2)
+    monkeypatch.setattr(tracing, "PATH_ROWS", 2)
     tw = Twin.open(_sim(tmp_path))
     exact = tw.trace_arcs(collective="ring")
     full = tw.trace(collective="ring")

@@ -47,7 +47,7 @@ from aifabric.telemetry.collective_links import collective_link_families
 
 __all__ = ["COLUMNS", "DEFAULT_START", "DEFAULT_TIME_SCALE", "FAST", "GRID_STEP_S", "Family",
            "arc_capacity", "arc_label_source", "check_fabric", "family", "parse_start",
-           "read_csv", "read_parquet", "read_run", "render", "render_bytes", "run_families",
+           "read_csv", "read_parquet", "read_run", "read_table", "render", "render_bytes", "run_families",
            "run_to_text"]
 
 #: the wall-clock time of simulated t = 0 unless ``--start`` says otherwise (a fixed
@@ -143,6 +143,12 @@ def read_parquet(path: Path, name: str, shown: str) -> Table:
         out[c] = np.array(["" if x is None else str(x) for x in t.column(c).to_pylist()],
                           dtype=object)
     return out
+
+
+def read_table(path: Path, name: str, shown: str) -> Table:
+    """One table ``name`` (a key of :data:`COLUMNS`) of a run folder, csv or parquet by its
+    suffix; a missing column is a SpecError on ``shown``."""
+    return (read_csv if path.suffix == ".csv" else read_parquet)(path, name, shown)
 
 
 def read_run(run_dir: str | Path) -> dict[str, Table]:

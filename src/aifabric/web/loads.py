@@ -346,13 +346,13 @@ def from_run(tables: dict[str, Table], f: Fabric | None, *,
     """The loads of a run folder's tables (:func:`read_tables`). ``f``: the run's fabric
     (names, capacities; None: the ``links`` table's); ``transfer_arcs``: per-transfer
     arcs of a flow run (:func:`run_transfer_arcs`) for per-step link loads."""
-    from aifabric.telemetry.openmetrics import _arc_label_source, _check_fabric
+    from aifabric.telemetry.openmetrics import arc_label_source, check_fabric
 
     lk = tables.get("links")
     route_run = _rows(lk) and "arc" in lk and "timeline" not in tables
     if f is not None and not route_run:  # route tables name devices, not nodes
-        _check_fabric(tables, f)
-    labels = None if f is not None else _arc_label_source(tables, None)
+        check_fabric(tables, f)
+    labels = None if f is not None else arc_label_source(tables, None)
     n_arcs = _n_arcs(tables, f)
     if f is not None and route_run and (_links_arcs(lk) >= n_arcs).any():
         raise SpecError(Problem("--scenario", "the run has links that the scenario's fabric "
@@ -400,9 +400,9 @@ def _links_arcs(lk: Table) -> np.ndarray:
 
 def _capacity(tables: dict[str, Table], f: Fabric | None, arcs: np.ndarray) -> np.ndarray:
     """Gbit/s of each arc: the fabric's, else the links table's (NaN where unknown)."""
-    from aifabric.telemetry.openmetrics import _arc_capacity
+    from aifabric.telemetry.openmetrics import arc_capacity
 
-    return _arc_capacity(tables, f, arcs)
+    return arc_capacity(tables, f, arcs)
 
 
 def _from_route_links(lk: Table, f: Fabric | None, n_arcs: int) -> LoadSeries:

@@ -29,7 +29,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
 __all__ = ["AGGS", "COLOUR_BY", "LEVELS", "MAX_GROUPS", "TIERS", "node_dead", "overview", "search",
-           "segment_view"]
+           "segment_view", "short_labels"]
 
 #: tiers top to bottom (the ``tiers`` of :func:`overview`)
 TIERS = ["core", "agg", "tor", "host"]
@@ -425,9 +425,7 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     """One segment: every ToR (rail-major, then side), every host (active and backup),
     one edge per access link host -> ToR with its interface names and the NIC's IP, and
     the ToRs' uplinks aggregated per agg group (the :func:`overview` group ids)."""
-    from aifabric.telemetry.catalog import port_names
-
-    n, L = f.nodes, f.links
+    n = f.nodes
     segs = int(n.segment.max()) + 1 if f.n_nodes else 0
     if isinstance(segment, bool) or not isinstance(segment, (int, np.integer)) \
             or not 0 <= int(segment) < segs:
@@ -435,7 +433,31 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                                 f"allowed: 0..{segs - 1}"))
     s = int(segment)
     arc_value, alive = _check_arrays(f, arc_value, alive, agg)
-    dead = node_dead(f, alive)
+    m = _segment_members(f, s)
+    up = _segment_uplinks(f, m.tors)
+    nodes = _segment_nodes(f, m, up, node_dead(f, alive))
+    edges = _access_edges(f, m, arc_value, alive) + _uplink_edges(f, m, up, arc_value, alive,
+                                                                  agg)
+    return {"segment": s, "segments": segs,
+            "pod": int(n.pod[m.tors[0]]) if len(m.tors) else -1,
+            "nodes": nodes, "edges": edges, "tors": len(m.tors), "hosts": len(m.hosts),
+            "agg": agg, "colour_by": COLOUR_BY[agg]}
+
+
+@dataclass
+class _Members:
+    """A segment's access links (their NIC port and host), its ToRs and hosts, in the
+    order they are drawn."""
+
+    acc: np.ndarray  # access links of the segment
+    nic: np.ndarray  # the NIC port of each
+    host_of: np.ndarray  # the host node of each
+    tors: np.ndarray  # rail-major, then side
+    hosts: np.ndarray  # by host index (active and backup)
+
+
+def _segment_members(f: Fabric, s: int) -> _Members:
+    n, L = f.nodes, f.links
     acc = np.flatnonzero((L.kind == LinkKind.ACCESS) & (n.segment[L.a] == s))
     nic = L.a[acc]
     host_of = f.host_node[n.host[nic]]
@@ -446,7 +468,22 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     hosts = np.flatnonzero((n.kind == NodeKind.HOST) & (n.segment == s))
     hosts = np.union1d(hosts, host_of)
     hosts = hosts[np.lexsort((hosts, n.host[hosts]))]
-    # uplinks of these ToRs, per (ToR, agg group)
+    return _Members(acc, nic, host_of, tors, hosts)
+
+
+@dataclass
+class _Uplinks:
+    """The ToRs' uplinks grouped per (ToR, agg group of the segment-level overview)."""
+
+    g: _Groups  # the segment-level grouping
+    links: np.ndarray  # uplinks of the segment's ToRs
+    agg_groups: np.ndarray  # the agg groups they reach (group ids of ``g``)
+    edge_key: np.ndarray  # per edge: ToR position * len(agg_groups) + agg group position
+    edge: np.ndarray  # edge of each uplink
+
+
+def _segment_uplinks(f: Fabric, tors: np.ndarray) -> _Uplinks:
+    L = f.links
     is_tor = np.zeros(f.n_nodes, dtype=bool)
     is_tor[tors] = True
     upl = np.flatnonzero(is_tor[L.a] & (L.kind > LinkKind.ACCESS))
@@ -456,8 +493,14 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     tpos[tors] = np.arange(len(tors))
     ekey = tpos[L.a[upl]] * max(len(ug), 1) + ginv
     ue, einv = np.unique(ekey, return_inverse=True)
+    return _Uplinks(g, upl, ug, ue, einv)
 
-    # ---- layout: aggs on top, ToRs in a row, hosts in rows below
+
+def _segment_nodes(f: Fabric, m: _Members, up: _Uplinks, dead: np.ndarray
+                   ) -> list[dict[str, Any]]:
+    """Aggs on top (one node per agg group), the ToRs in a row, the hosts in rows below."""
+    n = f.nodes
+    tors, hosts, g, ug = m.tors, m.hosts, up.g, up.agg_groups
     tx = (np.arange(len(tors)) - (len(tors) - 1) / 2.0) * 90.0
     per_row = max(8, min(34, len(hosts)))
     rows = max(1, math.ceil(len(hosts) / per_row))
@@ -468,8 +511,8 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
     gx = (np.arange(len(ug)) - (len(ug) - 1) / 2.0) * 220.0
 
     names = n.name
-    tor_label = _short_labels(names[tors].tolist())
-    host_label = _short_labels(names[hosts].tolist())
+    tor_label = short_labels(names[tors].tolist())
+    host_label = short_labels(names[hosts].tolist())
     nodes: list[dict[str, Any]] = []
     for j, gi in enumerate(ug.tolist()):  # agg groups above the segment: a handful
         nodes.append({"id": g.ids[gi], "node": None, "name": g.labels[gi], "kind": "agg",
@@ -491,24 +534,31 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                       "label": host_label[j], "kind": "host",
                       "rail": -1, "side": -1, "plane": -1, "backup": bool(hb[j]),
                       "x": float(hx[j]), "y": float(hy[j]), "alive": not bool(hd[j])})
+    return nodes
 
-    # ---- access edges: one per NIC port link
+
+def _access_edges(f: Fabric, m: _Members, arc_value: np.ndarray | None,
+                  alive: np.ndarray | None) -> list[dict[str, Any]]:
+    """One edge per NIC port link host -> ToR, with its ports, NIC, IP and load."""
+    from aifabric.telemetry.catalog import port_names
+
+    L = f.links
+    acc = m.acc
     tor_n = L.b[acc]
-    from_port = port_names(f, nic, L.a_port[acc])
+    from_port = port_names(f, m.nic, L.a_port[acc])
     to_port = port_names(f, tor_n, L.b_port[acc])
-    nic_name = names[nic]
-    ip = _ips(n.ip[nic])
+    nic_name = f.nodes.name[m.nic]
+    ip = _ips(f.nodes.ip[m.nic])
     cap = L.capacity_gbps[acc, 0]
-    if arc_value is not None:
-        vu, vd = arc_value[2 * acc], arc_value[2 * acc + 1]
     ok = np.ones(len(acc), dtype=bool) if alive is None else alive[acc]
     edges: list[dict[str, Any]] = []
     if arc_value is not None:
+        vu, vd = arc_value[2 * acc], arc_value[2 * acc + 1]
         ups, downs = vu.tolist(), vd.tolist()
         vals = np.maximum(vu, vd).tolist()
     else:
         ups = downs = vals = [None] * len(acc)
-    cols = zip(acc.tolist(), host_of.tolist(), tor_n.tolist(), from_port.tolist(),
+    cols = zip(acc.tolist(), m.host_of.tolist(), tor_n.tolist(), from_port.tolist(),
                to_port.tolist(), nic_name.tolist(), ip.tolist(), cap.tolist(), ok.tolist(),
                ups, downs, vals, strict=True)
     for lk, h, t, fp, tp, nn, ipv, c, alive_, u, d, val in cols:  # 2,176 links on HPN
@@ -517,38 +567,45 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
                       "from_port": str(fp), "to_port": str(tp), "nic": str(nn),
                       "ip": str(ipv), "capacity_gbps": float(c), "alive": bool(alive_),
                       "up": u, "down": d, "value": val, "per_link": val})
-    # ---- uplinks per (ToR, agg group)
+    return edges
+
+
+def _uplink_edges(f: Fabric, m: _Members, up: _Uplinks, arc_value: np.ndarray | None,
+                  alive: np.ndarray | None, agg: str) -> list[dict[str, Any]]:
+    """One edge per (ToR, agg group): its links, how many are down, capacity, load."""
+    L = f.links
+    upl, einv, ue, g, ug = up.links, up.edge, up.edge_key, up.g, up.agg_groups
     E = len(ue)
-    if E:
-        kinds = [k.label for k in LinkKind]
-        cnt = np.bincount(einv, minlength=E)
-        ecap = np.bincount(einv, weights=L.capacity_gbps[upl, 0], minlength=E)
-        edown = (np.bincount(einv, weights=~alive[upl], minlength=E) if alive is not None
-                 else np.zeros(E))
-        ekind = np.zeros(E, dtype=np.int64)
-        np.maximum.at(ekind, einv, L.kind[upl].astype(np.int64))
+    if not E:
+        return []
+    kinds = [k.label for k in LinkKind]
+    cnt = np.bincount(einv, minlength=E)
+    ecap = np.bincount(einv, weights=L.capacity_gbps[upl, 0], minlength=E)
+    edown = (np.bincount(einv, weights=~alive[upl], minlength=E) if alive is not None
+             else np.zeros(E))
+    ekind = np.zeros(E, dtype=np.int64)
+    np.maximum.at(ekind, einv, L.kind[upl].astype(np.int64))
+    if arc_value is not None:
+        eu = _reduce(einv, arc_value[2 * upl], E, agg)
+        ed = _reduce(einv, arc_value[2 * upl + 1], E, agg)
+    W = max(len(ug), 1)
+    edges: list[dict[str, Any]] = []
+    for e in range(E):  # ToRs x agg groups: a few dozen
+        t, gi = int(m.tors[ue[e] // W]), int(ug[ue[e] % W])
+        edge = {"id": f"e:n:{t}|{g.ids[gi]}", "source": f"n:{t}", "target": g.ids[gi],
+                "tier": kinds[int(ekind[e])], "links": int(cnt[e]),
+                "links_down": int(edown[e]), "capacity_gbps": float(ecap[e])}
         if arc_value is not None:
-            eu = _reduce(einv, arc_value[2 * upl], E, agg)
-            ed = _reduce(einv, arc_value[2 * upl + 1], E, agg)
-        W = max(len(ug), 1)
-        for e in range(E):  # ToRs x agg groups: a few dozen
-            t, gi = int(tors[ue[e] // W]), int(ug[ue[e] % W])
-            edge = {"id": f"e:n:{t}|{g.ids[gi]}", "source": f"n:{t}", "target": g.ids[gi],
-                    "tier": kinds[int(ekind[e])], "links": int(cnt[e]),
-                    "links_down": int(edown[e]), "capacity_gbps": float(ecap[e])}
-            if arc_value is not None:
-                u, d = float(eu[e]), float(ed[e])
-                edge.update(up=u, down=d, value=max(u, d),
-                            per_link=_per_link(max(u, d), int(cnt[e]), agg))
-            else:
-                edge.update(up=None, down=None, value=None, per_link=None)
-            edges.append(edge)
-    return {"segment": s, "segments": segs, "pod": int(n.pod[tors[0]]) if len(tors) else -1,
-            "nodes": nodes, "edges": edges, "tors": len(tors), "hosts": len(hosts),
-            "agg": agg, "colour_by": COLOUR_BY[agg]}
+            u, d = float(eu[e]), float(ed[e])
+            edge.update(up=u, down=d, value=max(u, d),
+                        per_link=_per_link(max(u, d), int(cnt[e]), agg))
+        else:
+            edge.update(up=None, down=None, value=None, per_link=None)
+        edges.append(edge)
+    return edges
 
 
-def _short_labels(names: list[str]) -> list[str]:
+def short_labels(names: list[str]) -> list[str]:
     """Names without the prefix they all share, cut after a ``-`` (``tor-s00-r0-a`` ->
     ``r0-a``, ``host-s00-h000`` -> ``h000``): 16 ToR names side by side stay readable;
     the full name is the node's ``name`` (details panel, hover). One name: kept whole."""

@@ -1,0 +1,55 @@
+"""What the routers share: one lock around the twin, the query parameters every view
+takes (metric, time step, failure set) and the failure set's check."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import Query
+from fastapi.responses import Response
+
+from aifabric.errors import Problem, SpecError
+from aifabric.web.http import CONTROL, json_response
+from aifabric.web.twin.core import MAX_FAIL
+
+__all__ = ["MAX_NAME", "TwinCall", "fail_q", "fail_set", "metric_q", "t_q"]
+
+MAX_NAME = 200          # characters per failure name / search query
+
+
+class TwinCall:
+    """Calls into the twin, one at a time: FastAPI runs the (synchronous) handlers in a
+    thread pool and the twin is not assumed thread-safe. The answer is JSON."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+
+    def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Response:
+        with self.lock:
+            return json_response(fn(*args, **kwargs))
+
+
+metric_q = Query(None, max_length=64, description="metric to colour by: bytes, flows, "
+                 "utilization, queue_bytes, ecn_marks, pfc_pauses, drops (what "
+                 "/api/info lists); default: the first")
+t_q = Query(-1, ge=-1, description="time step (index into info.times_ns); -1 = "
+            "the whole run")
+fail_q = Query([], max_length=MAX_FAIL, description="fail this switch, port "
+               "`device:iface` or `link:<id>` (repeat for several)")
+
+
+def fail_set(fail: list[str]) -> tuple[str, ...]:
+    """The failure set of a request: each name once, in the order given."""
+    if len(fail) > MAX_FAIL:
+        raise SpecError(Problem("fail", f"{len(fail)} names; allowed: at most {MAX_FAIL}"))
+    out: dict[str, None] = {}
+    for name in fail:
+        name = name.strip()
+        if not name or len(name) > MAX_NAME or CONTROL.search(name):
+            raise SpecError(Problem("fail", f"{name[:40]!r} is not a name; allowed: a switch,"
+                                    " a port device:iface or link:<id>, up to "
+                                    f"{MAX_NAME} characters"))
+        out[name] = None
+    return tuple(out)

@@ -1,0 +1,72 @@
+"""``/api/info``, ``/api/topology``, ``/api/segment/{seg}``, ``/api/search`` and
+``/api/heatmap``: what is served, the graph and its loads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+
+from aifabric.errors import SpecError
+from aifabric.web.http import NotFound
+from aifabric.web.models import HeatmapOut, InfoOut, SearchHit, SegmentOut, TopologyOut
+from aifabric.web.routes.common import MAX_NAME, TwinCall, fail_q, fail_set, metric_q, t_q
+
+if TYPE_CHECKING:
+    from aifabric.web.twin import Twin
+
+__all__ = ["router"]
+
+
+def router(twin: Twin, call: TwinCall) -> APIRouter:
+    r = APIRouter()
+
+    @r.get("/api/info", response_model=InfoOut, summary="What is served",
+           description="Mode (design, run or lab), the fabric's size, the views and "
+           "metrics available, the time steps and what a run folder lacks.")
+    def info() -> Response:
+        return call(twin.info)
+
+    @r.get("/api/topology", response_model=TopologyOut,
+           summary="The fabric as aggregated groups",
+           description="Hosts per segment, ToRs per segment and plane, aggs per pod, "
+           "plane and group, cores per plane and group, laid out like the LLD, with "
+           "link counts and the load of each group's links in each direction.")
+    def topology(metric: str | None = metric_q, t: int = t_q,
+                 level: str = Query("auto", pattern="^(auto|segment|pod)$",
+                                    description="auto | segment | pod"),
+                 fail: list[str] = fail_q) -> Response:
+        return call(twin.topology, metric=metric, t=t, level=level, fail=fail_set(fail))
+
+    @r.get("/api/segment/{seg}", response_model=SegmentOut,
+           summary="One segment: its ToRs, hosts and ports",
+           description="Every ToR and host of the segment, one edge per access link "
+           "(with port names, NIC and IP) and the ToR uplinks per agg group.")
+    def segment(seg: int, metric: str | None = metric_q, t: int = t_q,
+                fail: list[str] = fail_q) -> Response:
+        try:
+            return call(twin.segment, seg, metric=metric, t=t, fail=fail_set(fail))
+        except SpecError as err:
+            if any(p.path == "segment" for p in err.problems):
+                raise NotFound(err.problems) from None
+            raise
+
+    @r.get("/api/search", response_model=list[SearchHit], summary="Find a name",
+           description="A switch, host, GPU, NIC port, port `device:iface` or IP address; "
+           "exact matches first.")
+    def search(q: str = Query(..., min_length=1, max_length=MAX_NAME,
+                              description="what to look for")) -> Response:
+        return call(twin.search, q)
+
+    @r.get("/api/heatmap", response_model=HeatmapOut, summary="Load per tier and link",
+           description="Per tier and direction: mean (over all arcs, and over the "
+           "active arcs, with a value > 0, as report.md gives it), p99 and max of the "
+           "metric; the "
+           "hottest links; the per-tier series over time.")
+    def heatmap(metric: str | None = metric_q, t: int = t_q,
+                k: int = Query(20, ge=1, le=1000, description="hottest links listed"),
+                fail: list[str] = fail_q) -> Response:
+        return call(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail))
+
+    return r

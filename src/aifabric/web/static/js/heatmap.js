@@ -1,0 +1,113 @@
+/* The heatmap view: per-tier statistics, the hottest links, the tier x time grid and
+ * one cell per aggregated link group (a click shows it in the topology). */
+
+import { call, guarded } from "./client.js";
+import { heat, perLink, scaler } from "./colour.js";
+import { $, fillTable, fmt, metricText, ms } from "./dom.js";
+import { state } from "./state.js";
+import { applyHighlight, drawTopology, drill } from "./topology.js";
+import { show } from "./views.js";
+
+export async function openHeatmap() {
+  if (state.heat.data === null || state.stale.heatmap) await drawHeatmap();
+}
+export async function drawHeatmap() {
+  const h = state.heat;
+  const data = await call("heatmap", { metric: h.metric, t: h.t, k: 20 }, { withFail: true });
+  h.data = data;
+  const times = data.times_ns || (state.info.times_ns || []);
+  $("heat-time-label").textContent = h.t < 0 ? "whole run" : "step " + h.t + " of " + times.length
+    + (times[h.t] !== undefined ? " (" + ms(times[h.t]) + ")" : "");
+  fillTable($("heat-tiers"), ["tier", "direction", "arcs", "mean", "active", "mean_active", "p99", "max"],
+    data.tiers || [],
+    { headers: { arcs: "links", mean: "mean (all links)", active: "active links",
+      mean_active: "mean (active links)" },
+      format: { mean: (v) => metricText(h.metric, v), mean_active: (v) => metricText(h.metric, v),
+      p99: (v) => metricText(h.metric, v), max: (v) => metricText(h.metric, v) } });
+  const hot = data.hottest || [];
+  fillTable($("heat-hottest"), ["from", "from_port", "to", "to_port", "tier", "value"], hot,
+    { format: { value: (v) => metricText(h.metric, v) }, onClick: (row) => guarded(() => showLink(row)) });
+  drawSeries(data.series, h);
+  if (state.info.fabric) {
+    h.links = await call("topology", { metric: h.metric, t: h.t }, { withFail: true });
+    drawLinkGrid(h.links, h.metric);
+  } else {
+    $("heat-links").hidden = true;
+  }
+  state.stale.heatmap = false;
+}
+/** Tier × time grid of the per-tier series; a click on a column sets the time slider. */
+function drawSeries(series, h) {
+  const cv = $("heat-series"); const ctx = cv.getContext("2d");
+  ctx.clearRect(0, 0, cv.width, cv.height);
+  if (!series || !series.tiers) return;
+  const names = Object.keys(series.tiers);
+  const n = (series.times_ns || []).length;
+  if (!names.length || !n) return;
+  const all = []; for (const k of names) for (const v of series.tiers[k]) all.push(v);
+  const scale = scaler(h.metric, all);
+  const left = 110; const rowH = Math.max(8, Math.floor((cv.height - 4) / names.length));
+  cv.height = rowH * names.length + 4;
+  const w = (cv.width - left) / n;
+  ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+  names.forEach((k, i) => {
+    ctx.fillStyle = "#1b2430"; ctx.fillText(k, 2, i * rowH + rowH / 2 + 2);
+    series.tiers[k].forEach((v, j) => {
+      ctx.fillStyle = heat(scale(v)); ctx.fillRect(left + j * w, i * rowH + 2, Math.ceil(w), rowH - 1);
+    });
+  });
+  if (h.t >= 0) { ctx.strokeStyle = "#000"; ctx.strokeRect(left + h.t * w, 1, Math.max(2, w), cv.height - 2); }
+  cv.onclick = (ev) => {
+    const r = cv.getBoundingClientRect();
+    const x = (ev.clientX - r.left) * (cv.width / r.width) - left;
+    if (x < 0) return;
+    const t = Math.min(n - 1, Math.floor(x / w));
+    $("heat-time").value = String(t); h.t = t; guarded(drawHeatmap);
+  };
+}
+/** One cell per aggregated link group of the overview, sorted by tier then value. */
+function drawLinkGrid(topo, metric) {
+  const cv = $("heat-links"); cv.hidden = false; const ctx = cv.getContext("2d");
+  const edges = topo.edges.slice().sort((a, b) => (a.tier < b.tier ? -1 : a.tier > b.tier ? 1 : b.value - a.value));
+  const scale = scaler(metric, edges.map(perLink));
+  const cols = Math.max(1, Math.ceil(Math.sqrt(edges.length * 4)));
+  const cell = Math.max(4, Math.floor(cv.width / cols));
+  cv.height = Math.max(20, Math.ceil(edges.length / cols) * cell);
+  ctx.clearRect(0, 0, cv.width, cv.height);
+  edges.forEach((e, i) => {
+    const down = e.links && e.links_down >= e.links;
+    ctx.fillStyle = down ? "#000" : heat(scale(perLink(e)));
+    ctx.fillRect((i % cols) * cell, Math.floor(i / cols) * cell, cell - 1, cell - 1);
+  });
+  const down = edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
+  $("heat-links-label").textContent = fmt(edges.length) + " link groups, coloured per link "
+    + "(0 to " + metricText(metric, scale.max) + "); " + fmt(down)
+    + " links down (black = every link of the group down)";
+  cv.onclick = (ev) => {
+    const r = cv.getBoundingClientRect();
+    const x = Math.floor((ev.clientX - r.left) * (cv.width / r.width) / cell);
+    const y = Math.floor((ev.clientY - r.top) * (cv.height / r.height) / cell);
+    const e = edges[y * cols + x];
+    if (!e) return;
+    $("heat-links-label").textContent = e.tier + ": " + e.source + " — " + e.target + " · "
+      + fmt(e.links) + " links · up " + metricText(metric, e.up) + " · down " + metricText(metric, e.down);
+    guarded(async () => {
+      await show("topology", { keep: true });
+      if (state.topo.segment !== null) { state.topo.segment = null; await drawTopology(true); }
+      applyHighlight({ id: e.id });
+    });
+  };
+}
+/** A hottest row: open its segment (when it has one) and highlight the link. */
+async function showLink(row) {
+  if (!state.info.fabric) return;
+  await show("topology", { keep: true });
+  if (row.segment !== null && row.segment !== undefined && row.segment >= 0) {
+    if (state.topo.segment !== row.segment) await drill(row.segment);
+  } else if (state.topo.segment !== null) { state.topo.segment = null; await drawTopology(true); }
+  const h = { id: "l:" + row.link, link: row.link, name: row.from };
+  if (!applyHighlight(h)) {
+    applyHighlight({ name: row.to }) || applyHighlight({ name: row.from });
+  }
+}
+

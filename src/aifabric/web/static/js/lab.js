@@ -1,0 +1,21 @@
+/* The lab view: links, rates and BGP sessions of the running lab, every 3 s while shown. */
+
+import { call, guarded } from "./client.js";
+import { $, fillTable, fmt } from "./dom.js";
+import { state } from "./state.js";
+
+let labTimer = null;
+export async function showLab() {
+  const data = await call("lab");
+  const up = data.up || {};
+  $("lab-summary").textContent = "targets up: " + Object.values(up).filter(Boolean).length + " of "
+    + Object.keys(up).length + (data.failures && data.failures.length ? " · failures: "
+      + data.failures.map((f) => (typeof f === "string" ? f : JSON.stringify(f))).join(", ") : "")
+    + " · updated in " + fmt(data.seconds) + " s";
+  fillTable($("lab-links"), ["device", "iface", "peer", "up", "rx_bps", "tx_bps"], data.links || [],
+    { format: { up: (v) => (v ? "up" : "DOWN") } });
+  fillTable($("lab-bgp"), ["switch", "peer", "state"], data.bgp || []);
+  clearTimeout(labTimer);
+  labTimer = setTimeout(() => { if (state.view === "lab") guarded(showLab); }, 3000);
+}
+

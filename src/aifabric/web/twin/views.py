@@ -1,0 +1,162 @@
+"""The twin's topology and load views: what it is (:meth:`Views.info`), the aggregated
+graph and one segment coloured by a metric, the per-tier heatmap, search."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.topology.fabric import LinkKind, NodeKind
+from aifabric.web.twin.core import TwinCore, arc_tiers
+
+if TYPE_CHECKING:
+    from aifabric.web.loads import LoadSeries
+
+__all__ = ["Views"]
+
+
+class Views(TwinCore):
+    """info, topology, segment, heatmap, search."""
+
+    def info(self) -> dict[str, Any]:
+        """What this twin is and what the page can show."""
+        f = self.fabric
+        fab = None
+        if f is not None:
+            n = f.nodes
+            fab = {"name": f.name, "family": f.family,
+                   "gpus": int((n.kind == NodeKind.GPU).sum()),
+                   "hosts": int((n.kind == NodeKind.HOST).sum()),
+                   "switches": int(f.is_switch.sum()), "links": int(f.n_links),
+                   "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
+                   "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
+                   "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}
+        routed = f is not None and self._flows is not None
+        views = ["topology"] if f is not None else []
+        if routed or self.tables:
+            views.append("heatmap")
+        if routed:
+            views += ["trace", "whatif"] if self._reroute else ["trace"]
+        if self.run_dir is not None:
+            views.append("run")
+        if self.mode == "lab":
+            views.append("lab")
+        metrics: list[str] = []
+        times: list[float] = []
+        try:
+            series = self.load()
+            metrics, times = list(series.metrics), [float(x) for x in series.times_ns]
+        except (SpecError, ImportError):
+            pass
+        return {"mode": self.mode, "name": self.name, "source": self.source,
+                "fabric": fab, "views": views, "metrics": metrics, "times_ns": times,
+                "missing": list(self.missing), "traffic": self.traffic_note or None,
+                "collectives": self._dag is not None and bool(len(self._dag.collectives)),
+                "whatif": routed and self._reroute}
+
+    def _metric(self, series: LoadSeries, metric: str | None) -> str:
+        if metric is None or metric == "":
+            return series.metrics[0]
+        if metric not in series.metrics:
+            raise SpecError(Problem("metric", f"unknown metric {metric!r}; allowed: "
+                                    f"{', '.join(series.metrics)}"))
+        return metric
+
+    def _values(self, metric: str | None, t: int | None, fail: tuple[str, ...]
+                ) -> tuple[LoadSeries, str, np.ndarray, int | None]:
+        if self._flows is None and not self.tables:
+            raise SpecError(Problem("metric", "no loads here (nothing routed or measured); "
+                                    "allowed: the topology without a metric"))
+        series = self.load(fail)
+        n = len(series.times_ns)
+        if self._norm(fail) and series is not self.load(()):
+            # a run's measured series has no what-if: the routing model's metric, one step
+            if metric and metric not in series.metrics and metric in self.load(()).metrics:
+                metric = None
+            if t is not None and not -1 <= t < n:
+                t = None
+        m = self._metric(series, metric)
+        if t is not None and t != -1 and not 0 <= t < n:
+            raise SpecError(Problem("t", f"{t}; allowed: -1 (the whole run) or 0..{n - 1}"))
+        tt = None if t is None or t == -1 else int(t)
+        return series, m, series.arc_values(m, tt), tt
+
+    def topology(self, *, metric: str | None = None, t: int | None = None,
+                 level: str = "auto", fail: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The aggregated graph (:func:`aifabric.web.topology.overview`) coloured by
+        ``metric`` at step ``t``, with the failure set."""
+        from aifabric.web.topology import overview
+
+        f = self._need_fabric("topology")
+        alive = self.alive(fail)
+        vals, m, agg = self._colour(metric, t, fail)
+        out = overview(f, vals, level=level, alive=alive, agg=agg)
+        out.update({"metric": m, "failed": list(self._norm(fail)),
+                    "links_down": int((~alive).sum())})
+        return out
+
+    def _colour(self, metric: str | None, t: int | None, fail: tuple[str, ...]
+                ) -> tuple[np.ndarray | None, str | None, str]:
+        """Per-arc values to colour a graph by (None where nothing is measured: the
+        lab's topology)."""
+        if self._flows is None and not self.tables and not metric:
+            return None, None, "mean"
+        series, m, vals, _ = self._values(metric, t, fail)
+        return vals, m, series.agg.get(m, "mean")
+
+    def segment(self, seg: int, *, metric: str | None = None, t: int | None = None,
+                fail: tuple[str, ...] = ()) -> dict[str, Any]:
+        """One segment's ToRs, hosts and ports (:func:`aifabric.web.topology.segment_view`)."""
+        from aifabric.web.topology import segment_view
+
+        f = self._need_fabric("segment")
+        alive = self.alive(fail)
+        vals, m, agg = self._colour(metric, t, fail)
+        out = segment_view(f, int(seg), vals, alive=alive, agg=agg)
+        out.update({"metric": m, "failed": list(self._norm(fail))})
+        return out
+
+    def heatmap(self, *, metric: str | None = None, t: int | None = None,
+                fail: tuple[str, ...] = (), k: int = 20) -> dict[str, Any]:
+        """Per-tier statistics of ``metric`` at ``t``, the ``k`` hottest arcs, the tier
+        series over time. A tier's ``mean`` is over all its (alive) arcs; ``active``
+        counts those with a value > 0 and ``mean_active`` is the mean over them — the
+        figure report.md gives ("links that carried traffic")."""
+        if not 1 <= int(k) <= 1000:
+            raise SpecError(Problem("k", f"{k}; allowed: 1..1000"))
+        series, m, vals, tt = self._values(metric, t, fail)
+        f = self.fabric
+        tiers = []
+        alive = self.alive(fail) if f is not None else None
+        if f is not None:
+            names = arc_tiers(f)
+            ok = np.repeat(alive, 2)
+            kinds = f.links.kind.astype(np.int64)
+            for kd in np.unique(kinds):  # a handful of tiers
+                for d, dname in ((0, "up"), (1, "down")):
+                    sel = np.zeros(2 * f.n_links, dtype=bool)
+                    sel[2 * np.flatnonzero(kinds == kd) + d] = True
+                    sel &= ok
+                    if not sel.any():
+                        continue
+                    v = vals[sel]
+                    act = v[v > 0]  # the arcs that carried traffic (report.md's "links")
+                    tiers.append({"tier": str(names[np.flatnonzero(sel)[0]]),
+                                  "kind": LinkKind(int(kd)).label, "direction": dname,
+                                  "arcs": int(sel.sum()), "mean": float(v.mean()),
+                                  "active": len(act),
+                                  "mean_active": float(act.mean()) if len(act) else 0.0,
+                                  "p99": float(np.percentile(v, 99)),
+                                  "max": float(v.max())})
+        return {"metric": m, "t": -1 if tt is None else tt,
+                "times_ns": [float(x) for x in series.times_ns], "tiers": tiers,
+                "hottest": series.hottest(f, m, tt, k=int(k), alive=alive),
+                "series": series.tier_series(f, m)}
+
+    def search(self, q: str) -> list[dict[str, Any]]:
+        """Nodes, ports and IPs matching ``q`` (:func:`aifabric.web.topology.search`)."""
+        from aifabric.web.topology import search
+
+        return search(self._need_fabric("q"), q)
