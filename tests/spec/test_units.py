@@ -16,9 +16,11 @@ from aifabric.errors import SpecError
 from aifabric.spec.units import (
     DURATION_UNITS,
     MAX_SIZE,
+    duration_value,
     parse_duration,
     parse_rate,
     parse_size,
+    size_value,
 )
 from tests.conftest import ROOT
 
@@ -48,7 +50,8 @@ def _one_problem(err: SpecError, field: str, kind: str) -> str:
     assert len(err.problems) == 1
     p = err.problems[0]
     assert p.path == field
-    assert f"is not a {kind}" in p.message or f"too large a {kind}" in p.message, p.message
+    assert any(f"{x} {kind}" in p.message for x in ("is not a", "too large a", "is a negative")), \
+        p.message
     assert "\n" not in str(err)
     return p.message
 
@@ -194,7 +197,7 @@ def test_garbage_is_one_problem_naming_the_field(text):
         assert "allowed:" in msg and "docs/spec.md, Units" in msg
 
 
-@pytest.mark.parametrize("text", ["", " ", "G", "GiB", "-1G", "+1G", "1 2", "1,000",
+@pytest.mark.parametrize("text", ["", " ", "G", "GiB", "- 1G", "+-1G", "1 2", "1,000",
                                   "1__000", "_1", "1_", "1.2.3", "1e", "1e1000", "1 G iB",
                                   "0x10", "inf", "nan", "1GiBs", "4 gigs"])
 def test_malformed_values(text):
@@ -210,12 +213,26 @@ def test_long_text_is_refused_before_it_is_parsed():
     assert "100,000 characters" in msg and len(msg) < 600
 
 
-@pytest.mark.parametrize("value", [True, None, [1], -1, float("nan"), float("inf")])
+@pytest.mark.parametrize("value", [True, None, [1], -1, -0.5, float("nan"), float("inf")])
 def test_non_text_values(value):
     with pytest.raises(SpecError):
         parse_size(value, "f")  # type: ignore[arg-type]
     with pytest.raises(SpecError):
         parse_duration(value, "f")  # type: ignore[arg-type]
+
+
+def test_a_sign_is_read_for_the_range_check_only():
+    """``-5MiB`` in a scenario is told the field's range, as -5242880 is; the parsers of
+    options refuse it as negative."""
+    assert parse_size("+1G", "m", memory=True) == 1 << 30
+    for parse, kind in ((parse_size, "size"), (parse_duration, "duration")):
+        with pytest.raises(SpecError) as exc:
+            parse("-5", "opt")
+        assert "allowed:" in _one_problem(exc.value, "opt", kind)
+    with pytest.raises(SpecError) as exc:
+        parse_rate("-1Gbps", "opt")
+    _one_problem(exc.value, "opt", "rate")
+    assert size_value("-5MiB") == -5 << 20 and duration_value("-2d") == -2 * 86400.0
 
 
 def test_numbers_are_the_base_unit():

@@ -5,7 +5,8 @@ rate (``400Gbit/s``) or a duration (``horizon: 30d``) reads it here. The grammar
 documented in docs/spec.md (section "Units"); in short::
 
     value   = number [spaces] [unit]          (spaces around it are ignored)
-    number  = digits ["." [digits]] | "." digits, then optionally e[+-]ddd
+    number  = [+-] digits ["." [digits]] | "." digits, then optionally e[+-]ddd
+              (a sign only for the field's range check: every value is >= 0)
               digits may be grouped with "_" between them: 1_000_000
     size    = B | kB MB GB TB PB (10^3 ..) | KiB MiB GiB TiB PiB (2^10 ..)
               case-insensitive; a bare number is bytes; memory limits
@@ -47,7 +48,7 @@ MAX_SIZE = (1 << 63) - 1
 _MAX_TEXT = 100
 
 _DIGITS = r"[0-9](?:_?[0-9])*"
-_VALUE = re.compile(rf"\s*((?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})"
+_VALUE = re.compile(rf"\s*([+-]?(?:{_DIGITS}(?:\.(?:{_DIGITS})?)?|\.{_DIGITS})"
                     r"(?:[eE][+-]?[0-9]{1,3})?)\s*([^\s0-9.]*)\s*")
 
 _SI = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
@@ -101,7 +102,7 @@ def _number(v: Any, what: str, allowed: str) -> Fraction | None:
     if isinstance(v, str):
         return None
     if isinstance(v, bool) or not isinstance(v, int | float) or \
-            (isinstance(v, float) and not math.isfinite(v)) or v < 0:
+            (isinstance(v, float) and not math.isfinite(v)):
         raise UnitError(f"not a {what}; allowed: {allowed}")
     return Fraction(v)
 
@@ -121,7 +122,7 @@ def _size(text: Any, memory: bool) -> int:
                                 f"2^{10 * k}); allowed: {allowed}")
             raise UnitError(f"not a size; allowed: {allowed}")
         x *= factor
-    if x > MAX_SIZE:
+    if abs(x) > MAX_SIZE:
         raise UnitError(f"too large a size; allowed: at most {MAX_SIZE:,} bytes (8 EiB)")
     return math.floor(x)
 
@@ -166,35 +167,49 @@ def _spec_error(err: UnitError, text: Any, field: str) -> SpecError:
 
 
 # ------------------------------------------------------------------ the public parsers
+def _nonnegative(value: Any, text: Any, field: str, what: str, allowed: str) -> Any:
+    if value < 0:
+        raise _spec_error(UnitError(f"a negative {what}; allowed: {allowed}"), text, field)
+    return value
+
+
 def parse_size(text: str | int | float, field: str, *, memory: bool = False) -> int:
     """A size -> bytes (int, rounded down). ``memory``: a memory limit, where K, M, G, T,
-    P without B also mean KiB .. PiB. SpecError at ``field`` if it is no size."""
+    P without B also mean KiB .. PiB. SpecError at ``field`` if it is no size or
+    negative."""
     try:
-        return _size(text, memory)
+        value = _size(text, memory)
     except UnitError as err:
         raise _spec_error(err, text, field) from None
+    return _nonnegative(value, text, field, "size",
+                        MEMORY_ALLOWED if memory else SIZE_ALLOWED)
 
 
 def parse_rate(text: str, field: str) -> float:
-    """A rate -> bits per second (float). SpecError at ``field`` if it is no rate."""
+    """A rate -> bits per second (float). SpecError at ``field`` if it is no rate or
+    negative."""
     try:
-        return _rate(text)
+        value = _rate(text)
     except UnitError as err:
         raise _spec_error(err, text, field) from None
+    return _nonnegative(value, text, field, "rate", RATE_ALLOWED)
 
 
 def parse_duration(text: str | int | float, field: str) -> float:
-    """A duration -> seconds (float). SpecError at ``field`` if it is no duration."""
+    """A duration -> seconds (float). SpecError at ``field`` if it is no duration or
+    negative."""
     try:
-        return _duration(text)
+        value = _duration(text)
     except UnitError as err:
         raise _spec_error(err, text, field) from None
+    return _nonnegative(value, text, field, "duration", DURATION_ALLOWED)
 
 
 # ------------------------------------------------------------------ pydantic validators
 def size_value(v: Any) -> Any:
     """``BeforeValidator`` of a size field: text -> bytes (UnitError if it is no size), a
-    whole float -> int; anything else unchanged, for the field's own validation."""
+    whole float -> int; anything else unchanged, for the field's own validation (which
+    also bounds the value: ``-5MiB`` is told the field's range, as -5242880 is)."""
     if isinstance(v, str):
         return _size(v, False)
     if isinstance(v, float) and v.is_integer():
