@@ -63,25 +63,21 @@ MARGIN_FRACTION = 0.10
 MARGIN_MIN = 256 << 20
 
 _LIMIT: int | None = None  # set by --max-memory; None = automatic
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 10**3, "kib": 1 << 10, "m": 1 << 20,
-          "mb": 10**6, "mib": 1 << 20, "g": 1 << 30, "gb": 10**9, "gib": 1 << 30,
-          "t": 1 << 40, "tb": 10**12, "tib": 1 << 40}
 
 
 def parse_size(text: str, where: str = "--max-memory") -> int:
-    """``8G``, ``512M``, ``1.5GiB``, ``2e9`` -> bytes (K/M/G/T without ``B`` are powers
-    of 1024); ``0`` means no limit."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?(?:[eE][0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
-    unit = m.group(2).lower() if m else ""
-    value = float(m.group(1)) * _UNITS[unit] if m and unit in _UNITS else math.nan
-    if not math.isfinite(value):
-        raise SpecError(Problem(where, f"{text!r} is not a size; allowed: a number with an "
-                                "optional unit, like 8G, 512M, 1.5GiB (0 = no limit)"))
-    return int(value)
+    """A memory limit -> bytes: ``8G``, ``512M``, ``1.5GiB``, ``2e9`` (K/M/G/T without
+    ``B`` are KiB..TiB: the memory grammar of :func:`aifabric.spec.units.parse_size`,
+    docs/spec.md "Units"); ``0`` means no limit."""
+    from aifabric.spec.units import parse_size as _parse_size  # --help stays light
+
+    return _parse_size(str(text), where, memory=True)
 
 
 def fmt_bytes(n: float) -> str:
-    for unit, div in (("TB", 1 << 40), ("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+    """Bytes for a message, in binary units (``26.2 GiB``): what ``--max-memory 26.2G``
+    means."""
+    for unit, div in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div:
             return f"{n / div:,.1f} {unit}"
     return f"{n:,.0f} B"
@@ -158,7 +154,9 @@ def refuse(path: str, what: str, need: int, file: str | None, held: int = 0,
         need += held
     if limit is None or need <= limit:
         return
-    suggest = fmt_bytes(need * 1.25).replace(" ", "").replace("B", "").replace(".0", "")
+    # as --max-memory reads it: 32.7G (G = GiB), no thousands separator
+    suggest = fmt_bytes(need * 1.25).replace(" ", "").replace("iB", "").replace("B", "") \
+        .replace(",", "").replace(".0", "")
     raise SpecError(Problem(path, f"{what} and needs about {fmt_bytes(need)}; the limit is "
                             f"{fmt_bytes(limit)} ({source}); allowed: a smaller run, or "
                             f"raise the limit with --max-memory (e.g. --max-memory "

@@ -70,7 +70,7 @@ def test_ten_million_gpus_are_refused_before_building(cli, tmp_path, monkeypatch
     msg = lines[0]
     assert "hosts.gpus" in msg and "--max-memory" in msg
     assert "10,625,024 GPUs" in msg  # 10M active + 8 backups in each of 9,766 segments
-    assert "8.0 GB" in msg  # the limit in force
+    assert "8.0 GiB" in msg  # the limit in force
     assert not (tmp_path / "out").exists()
 
 

@@ -19,10 +19,11 @@ __all__ = ["goodput_cmd"]
 def _horizon(text: str | None) -> float | None:
     if text is None:
         return None
-    from aifabric.reliability.spec import MAX_S, parse_duration
+    from aifabric.reliability.spec import MAX_S
+    from aifabric.spec.units import parse_duration
 
-    v = parse_duration(text)
-    if not isinstance(v, float) or not 0 < v <= MAX_S:
+    v = parse_duration(text, "--horizon")  # the grammar: docs/spec.md, "Units"
+    if not 0 < v <= MAX_S:
         raise SpecError(Problem("--horizon", f"got {text!r}; allowed: a duration > 0 like "
                                 "30d, 54d, 12h (at most 100 years)"))
     return v

@@ -134,18 +134,10 @@ def _pools(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray) -> tuple[
     return spares, cnt.astype(np.float64)
 
 
-def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = None,
-                seed: int | None = None, horizon: float | None = None) -> GoodputResult:
-    """Goodput of the scenario's job on ``fabric`` (SpecError on bad input)."""
-    import time
-
+def _place(sc: GoodputScenario, fabric: Fabric) -> tuple[int, np.ndarray, np.ndarray]:
+    """The job's index, GPUs and hosts, placed as ``simulate`` places them."""
     from aifabric.sim.run import compile_workload
 
-    clock = time.perf_counter()
-    gp = sc.goodput
-    T = int(trials if trials is not None else gp.trials)
-    seed_ = int(seed if seed is not None else gp.seed)
-    H = float(horizon if horizon is not None else gp.horizon)
     if sc.failures:
         raise SpecError(Problem("failures", "goodput draws its own failures; allowed: no "
                                 "failures: entries (use goodput.failures for rates)"))
@@ -154,15 +146,16 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
     placed._file, placed._base_dir, placed._spec_file = sc._file, sc._base_dir, sc._spec_file
     wl = compile_workload(placed, fabric)
     gpus = wl.job_gpus[ji]
-    job = sc.jobs[ji]
-    job_hosts = np.unique(fabric.nodes.host[gpus])
-    t_place = time.perf_counter()
-    rates = _rates(sc)
+    return ji, gpus, np.unique(fabric.nodes.host[gpus])
 
-    # the routing model, once per group of network components
-    groups = component_groups(fabric, job_hosts)
-    table: ImpactTable = job_impact(fabric, gpus, sc.policy, groups)
-    t_route = time.perf_counter()
+
+def _slowdowns(sc: GoodputScenario, fabric: Fabric, ji: int, gpus: np.ndarray,
+               job_hosts: np.ndarray, table: ImpactTable,
+               rates: dict[str, tuple[float, float, str]]) -> tuple[float | None, int]:
+    """Set the slowdown of every degrading group with the flow model (once per distinct
+    effect on the job's hosts); the job's undisturbed iteration time (s, None if not
+    needed) and the flow simulations run for the slowdowns."""
+    gp = sc.goodput
     base_it: float | None = None
     need_step = gp.step_time is None and any(lv.every_steps is not None
                                              for lv in gp.checkpoint.levels)
@@ -179,10 +172,14 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
                 sims += 1
                 cache[key] = max(1.0, it / base_it)
             g.slowdown = cache[key]
-    t_flow = time.perf_counter()
+    return base_it, sims
 
-    # interrupting and degrading failures per class
-    n_gpu, n_host = len(gpus), len(job_hosts)
+
+def _failure_kinds(rates: dict[str, tuple[float, float, str]], table: ImpactTable,
+                   n_gpu: int, n_host: int
+                   ) -> tuple[list[Kind], list[Degrade], list[ClassRow]]:
+    """Per class: the interrupting failures (a :class:`Kind`), the degrading ones (a
+    :class:`Degrade` per group) and the row of the classes table."""
     kinds: list[Kind] = []
     degrades: list[Degrade] = []
     rows: list[ClassRow] = []
@@ -207,13 +204,32 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
                               repair_s=repair))
         rows.append(ClassRow(c, rate * MONTH_S, repair, src, inst, intr, deg, slow,
                              rate * intr * DAY, rate * deg * DAY))
-    total_rate = sum(k.rate for k in kinds)
+    return kinds, degrades, rows
 
-    # checkpoint levels, the sweep
+
+@dataclass
+class _Runs:
+    """The Monte Carlo runs: the configured levels and the sweep of one level."""
+
+    levels: list[ResolvedLevel]
+    step: float | None
+    spares: int
+    pool_w: np.ndarray
+    eng: EngineResult
+    eng_sw: EngineResult | None
+    sw_level: int
+    sw_int: np.ndarray  # (points,) the swept level's interval of each sweep point
+
+
+def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
+                 kinds: list[Kind], degrades: list[Degrade], base_it: float | None,
+                 params: float, T: int, seed: int, H: float) -> _Runs:
+    """Resolve the checkpoint levels and the sweep, and run the engine on both."""
+    gp = sc.goodput
     hs_cap = _host_nic_gbytes(fabric, job_hosts)
     step = float(gp.step_time) if gp.step_time is not None else base_it
-    levels = resolve_levels(gp.checkpoint, params=job.model.params, hosts=n_host,
-                            nic_gbytes_per_s=hs_cap, step_s=step)
+    levels = resolve_levels(gp.checkpoint, params=params,
+                            hosts=len(job_hosts), nic_gbytes_per_s=hs_cap, step_s=step)
     base, mult = nest(levels)
     sw_level, sweep = _sweep(sc, levels, base, mult, kinds)
     T_sw = min(T, sc.goodput.sweep.trials) if sweep and sc.goodput.sweep else 0
@@ -230,21 +246,51 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
                     [x.restore_s for x in levels], [x.host_memory for x in levels])
         return run_engine(kinds, degrades, lv, detect=rec.detect, restart=rec.restart,
                           swap=rec.swap, spares=spares, pool_weights=pool_w, horizon=H,
-                          trials=trials_, seed=seed_)
+                          trials=trials_, seed=seed)
 
     eng = engine([base], [mult], T)
     eng_sw = engine([b for b, _ in sweep], [m for _, m in sweep], T_sw) if sweep else None
-    t_mc = time.perf_counter()
     sw_int = np.array([b * m[sw_level] for b, m in sweep]) if sweep else np.zeros(0)
-    summary = _summary(sc, fabric, job, gpus, job_hosts, rows, levels, eng, eng_sw, H, T,
-                       seed_, spares, pool_w, kinds, sw_level, sw_int, total_rate, table,
-                       sims, base_it, step)
+    return _Runs(levels, step, spares, pool_w, eng, eng_sw, sw_level, sw_int)
+
+
+def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = None,
+                seed: int | None = None, horizon: float | None = None) -> GoodputResult:
+    """Goodput of the scenario's job on ``fabric`` (SpecError on bad input)."""
+    import time
+
+    clock = time.perf_counter()
+    gp = sc.goodput
+    T = int(trials if trials is not None else gp.trials)
+    seed_ = int(seed if seed is not None else gp.seed)
+    H = float(horizon if horizon is not None else gp.horizon)
+    ji, gpus, job_hosts = _place(sc, fabric)
+    job = sc.jobs[ji]
+    t_place = time.perf_counter()
+    rates = _rates(sc)
+
+    # the routing model, once per group of network components
+    groups = component_groups(fabric, job_hosts)
+    table: ImpactTable = job_impact(fabric, gpus, sc.policy, groups)
+    t_route = time.perf_counter()
+    base_it, sims = _slowdowns(sc, fabric, ji, gpus, job_hosts, table, rates)
+    t_flow = time.perf_counter()
+
+    # interrupting and degrading failures per class, then the Monte Carlo
+    kinds, degrades, rows = _failure_kinds(rates, table, len(gpus), len(job_hosts))
+    total_rate = sum(k.rate for k in kinds)
+    r = _run_engines(sc, fabric, job_hosts, kinds, degrades, base_it, job.model.params, T,
+                     seed_, H)
+    t_mc = time.perf_counter()
+    summary = _summary(sc, fabric, job, gpus, job_hosts, rows, r.levels, r.eng, r.eng_sw,
+                       H, T, seed_, r.spares, r.pool_w, kinds, r.sw_level, r.sw_int,
+                       total_rate, table, sims, base_it, r.step)
     timing = {"place": round(t_place - clock, 3),
-                           "routing": round(t_route - t_place, 3),
-                           "flow_model": round(t_flow - t_route, 3),
-                           "monte_carlo": round(t_mc - t_flow, 3)}
-    res = GoodputResult(sc.name, summary, rows, eng, sw_int, timing=timing)
-    res.tables = _tables(res, levels, sw_level)
+              "routing": round(t_route - t_place, 3),
+              "flow_model": round(t_flow - t_route, 3),
+              "monte_carlo": round(t_mc - t_flow, 3)}
+    res = GoodputResult(sc.name, summary, rows, r.eng, r.sw_int, timing=timing)
+    res.tables = _tables(res, r.levels, r.sw_level)
     return res
 
 

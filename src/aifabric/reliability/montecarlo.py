@@ -158,6 +158,189 @@ def _progress(base, mult, save, M, P, k0, e):
     return n, np.maximum(r, 0.0)
 
 
+@dataclass
+class _Cycles:
+    """The checkpoint cycles of every sweep point, shaped to broadcast over (S, T):
+    ``base`` (S, 1) seconds of work per cycle, ``mult`` (S, 1, L), ``M`` (S, 1) cycles
+    and ``P`` (S, 1) job time per super-period (the levels' least common multiple)."""
+
+    base: np.ndarray
+    mult: np.ndarray
+    save: np.ndarray
+    M: np.ndarray
+    P: np.ndarray
+
+    @classmethod
+    def of(cls, levels: Levels) -> _Cycles:
+        save = levels.save
+        Mi = np.array([lcm(*map(int, row)) for row in levels.mult], dtype=np.int64)
+        P = (Mi * levels.base + (save[None, :] * (Mi[:, None] // levels.mult)).sum(axis=1))
+        return cls(levels.base[:, None], levels.mult[:, None, :], save, Mi[:, None],
+                   P[:, None])
+
+
+@dataclass
+class _Kinds:
+    """The interruption kinds as arrays; index K (one past the last) is "none"."""
+
+    total: float  # interruptions per second, all kinds
+    cum: np.ndarray  # (K,) cumulative share of the rate: draws a kind
+    needs_host: np.ndarray  # (K + 1,) bool
+    wait: np.ndarray  # (K + 1,) s
+    repair: np.ndarray  # (K + 1,) s
+
+    @classmethod
+    def of(cls, kinds: list[Kind]) -> _Kinds:
+        rates = np.array([k.rate for k in kinds], dtype=np.float64)
+        total = float(rates.sum())
+        cum = np.cumsum(rates) / total if total > 0 else np.ones(max(len(kinds), 1))
+        return cls(total, cum, np.array([k.needs_host for k in kinds] + [False], dtype=bool),
+                   np.array([k.wait_s for k in kinds] + [0.0]),
+                   np.array([k.repair_s for k in kinds] + [0.0]))
+
+
+class _Trials:
+    """The state of every trial at every sweep point (S, T) and what it has lost so far.
+
+    Between interruptions a trial trains from cycle ``k0`` (its last restart) once it is
+    up again (``t_up``); the pending recovery started at ``r0`` and has the phases
+    ``ph_d`` (detect), ``ph_w`` (wait) and ``ph_r`` (restart + restore)."""
+
+    def __init__(self, S: int, T: int, K: int, L: int) -> None:
+        shape = (S, T)
+        self.k0 = np.zeros(shape, dtype=np.int64)  # base cycle of the last restart
+        self.t_up = np.zeros(shape)  # when the job runs again
+        self.valid_from = np.zeros(shape, dtype=np.int64)  # host-memory copies: from this
+        self.r0 = np.zeros(shape)  # pending recovery: start and phases
+        self.ph_d, self.ph_w, self.ph_r = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        self.pend = np.full(T, K, dtype=np.int64)  # kind of the pending recovery (K: none)
+        self.acc = {k: np.zeros(shape)
+                    for k in ("recompute", "stalls", "detect", "wait", "restart")}
+        self.counts = np.zeros((K, T))
+        self.lost_kind = np.zeros((K + 1, T))
+        self.restores = np.zeros(L + 1)
+        self.swapped = np.zeros(T)
+        self.waited = np.zeros(T)
+        self.arange_t = np.arange(T)
+
+    def charge(self, until: np.ndarray, mask: np.ndarray) -> None:
+        """Book the pending recovery's time up to ``until`` by phase."""
+        el = np.clip(until - self.r0, 0.0, None)
+        d = np.minimum(el, self.ph_d)
+        w = np.clip(el - self.ph_d, 0.0, self.ph_w)
+        r = np.clip(el - self.ph_d - self.ph_w, 0.0, self.ph_r)
+        for name, v in (("detect", d), ("wait", w), ("restart", r)):
+            self.acc[name] += np.where(mask, v, 0.0)
+        self.lost_kind[self.pend, self.arange_t] += np.where(mask[0], d[0] + w[0] + r[0], 0.0)
+
+    def advance(self, cyc: _Cycles, until: np.ndarray, mask: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Train until ``until``: the job time ``e`` since ``t_up``, the cycles completed
+        ``n`` and the partial work of the next one; stalls are booked."""
+        run = mask & (until > self.t_up)
+        e = np.where(run, until - self.t_up, 0.0)
+        n, r = _progress(cyc.base, cyc.mult, cyc.save, cyc.M, cyc.P, self.k0, e)
+        part = np.minimum(r, cyc.base)
+        self.acc["stalls"] += np.where(run, e - (n * cyc.base + part), 0.0)
+        return e, n, part
+
+    def restart_from(self, aa: np.ndarray, am: np.ndarray, act: np.ndarray, ki: np.ndarray,
+                     w: np.ndarray, best: np.ndarray, rest_s: np.ndarray, nh: np.ndarray,
+                     detect: float, restart: float) -> None:
+        """Start the recovery from the interruptions at ``aa``: down for detect + wait +
+        restart and restore, then training from checkpoint cycle ``best``. A part the
+        previous recovery still waits for (a switch under repair, a host with no spare)
+        is still missing: its wait goes on."""
+        hold = np.maximum(self.r0 + self.ph_d + self.ph_w - aa - detect, 0.0)
+        self.r0 = np.where(am, aa, self.r0)
+        self.ph_d = np.where(am, detect, self.ph_d)
+        self.ph_w = np.where(am, np.maximum(w[None, :], hold), self.ph_w)
+        self.ph_r = np.where(am, restart + rest_s, self.ph_r)
+        self.pend = np.where(act, ki, self.pend)
+        self.t_up = np.where(am, aa + self.ph_d + self.ph_w + self.ph_r, self.t_up)
+        self.valid_from = np.where(am & nh, best, self.valid_from)
+        self.k0 = np.where(am, best, self.k0)
+
+
+def _newest_checkpoints(cyc: _Cycles, levels: Levels, st: _Trials, k_done: np.ndarray,
+                        e: np.ndarray, nh: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The newest usable checkpoint (cycle index; 0 = from scratch), the least restore
+    time among the levels that hold it (inf: none), and every level's newest usable
+    checkpoint (-1 = none). A checkpoint is usable once saved and uploaded; a host-memory
+    one not after its host is lost (``nh``), nor from before the last such loss."""
+    shape = k_done.shape
+    best = np.zeros(shape, dtype=np.int64)  # from scratch: cycle 0
+    rest = np.full(shape, np.inf)
+    cands = []
+    for lv in range(len(levels.names)):
+        m = cyc.mult[..., lv]
+        j = (k_done // m) * m
+        done = _cost(cyc.base, cyc.mult, cyc.save, st.k0, j - st.k0) + levels.upload[lv]
+        late = (j > st.k0) & (e < done)
+        j = np.where(late, j - m, j)
+        ok = np.ones(shape, dtype=bool)
+        if levels.host_memory[lv]:
+            ok = ~nh & (j >= st.valid_from)
+        cands.append(np.where(ok, j, -1))
+    for lv in range(len(levels.names)):
+        best = np.maximum(best, cands[lv])
+    for lv in range(len(levels.names)):
+        rest = np.where(cands[lv] == best, np.minimum(rest, levels.restore[lv]), rest)
+    return best, rest, cands
+
+
+def _restored_level(levels: Levels, cands: list[np.ndarray], best: np.ndarray,
+                    rest: np.ndarray) -> np.ndarray:
+    """(T,) the level restored at sweep point 0 (L: from scratch)."""
+    L = len(levels.names)
+    which = np.full(best.shape[1], L)
+    for lv in reversed(range(L)):
+        which = np.where((cands[lv][0] == best[0]) & (levels.restore[lv] == rest[0]), lv,
+                         which)
+    return which
+
+
+def _host_waits(w: np.ndarray, a: np.ndarray, hn: np.ndarray, ki: np.ndarray,
+                pool: np.ndarray, kt: _Kinds, st: _Trials, free_at: np.ndarray,
+                spares: int, detect: float, swap: float) -> None:
+    """The wait (in ``w``) of the trials whose failure takes a host out (``hn``): a
+    backup host of its pool if one is free, else the first of the pool to come back or
+    the failed host's own repair, whichever is first; then the swap."""
+    idx = np.flatnonzero(hn)
+    own = a[idx] + kt.repair[ki[idx]]
+    if spares > 0:
+        slots = free_at[idx, pool[idx], :]
+        j = np.argmin(slots, axis=1)
+        m = slots[np.arange(len(idx)), j]
+        is_free = m <= a[idx]
+        ready = np.where(is_free, a[idx], np.minimum(m, own))
+        take = is_free | (m < own)
+        free_at[idx[take], pool[idx[take]], j[take]] = own[take]
+    else:
+        is_free = np.zeros(len(idx), dtype=bool)
+        ready = own
+    w[idx] = np.maximum(ready - a[idx] - detect, 0.0) + swap
+    st.swapped[idx] += is_free
+    st.waited[idx] += ~is_free
+
+
+def _degradations(degrades: list[Degrade], rng: np.random.Generator, H: float,
+                  T: int) -> tuple[np.ndarray, np.ndarray]:
+    """(T,) training time lost to degraded periods and (D, T) their counts."""
+    slow = np.zeros(T)
+    dcounts = np.zeros((len(degrades), T))
+    for i, dg in enumerate(degrades):
+        c = rng.poisson(dg.rate * H, T) if dg.rate > 0 else np.zeros(T, dtype=np.int64)
+        dcounts[i] = c
+        if c.sum():
+            who = np.repeat(np.arange(T), c)
+            t0 = rng.uniform(0.0, H, len(who))
+            loss = (1.0 - 1.0 / dg.slowdown) * np.minimum(dg.duration_s, H - t0)
+            slow += np.bincount(who, weights=loss, minlength=T)
+    return slow, dcounts
+
+
 def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
                detect: float, restart: float, swap: float, spares: int,
                pool_weights: np.ndarray, horizon: float, trials: int,
@@ -169,150 +352,53 @@ def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
     T, H = int(trials), float(horizon)
     S, L = levels.mult.shape
     K = len(kinds)
-    base = levels.base[:, None]  # (S, 1)
-    mult = levels.mult[:, None, :]  # (S, 1, L)
-    save, upload, restore = levels.save, levels.upload, levels.restore
-    hostmem = levels.host_memory
-    Mi = np.array([lcm(*map(int, row)) for row in levels.mult], dtype=np.int64)
-    M = Mi[:, None]
-    P = (Mi * levels.base + (save[None, :] * (Mi[:, None] // levels.mult)).sum(axis=1))[:, None]
-
-    rates = np.array([k.rate for k in kinds], dtype=np.float64)
-    total = float(rates.sum())
-    cum = np.cumsum(rates) / total if total > 0 else np.ones(max(K, 1))
-    needs_host = np.array([k.needs_host for k in kinds] + [False], dtype=bool)
-    wait_k = np.array([k.wait_s for k in kinds] + [0.0])
-    repair_k = np.array([k.repair_s for k in kinds] + [0.0])
+    cyc = _Cycles.of(levels)
+    kt = _Kinds.of(kinds)
     pw = np.asarray(pool_weights, dtype=np.float64)
     pcum = np.cumsum(pw) / pw.sum()
     n_pools = len(pw)
     free_at = np.full((T, n_pools, spares), -np.inf)  # when each spare slot is free
-
+    st = _Trials(S, T, K, L)
     shape = (S, T)
-    k0 = np.zeros(shape, dtype=np.int64)  # base cycle of the last restart
-    t_up = np.zeros(shape)  # when the job runs again
-    valid_from = np.zeros(shape, dtype=np.int64)  # host-memory copies: from this cycle
-    r0 = np.zeros(shape)  # pending recovery: start and phases
-    ph_d, ph_w, ph_r = np.zeros(shape), np.zeros(shape), np.zeros(shape)
-    pend = np.full(T, K, dtype=np.int64)  # kind of the pending recovery (K: none)
-    acc = {k: np.zeros(shape) for k in ("recompute", "stalls", "detect", "wait", "restart")}
-    counts = np.zeros((K, T))
-    lost_kind = np.zeros((K + 1, T))
-    restores = np.zeros(L + 1)
-    swapped = np.zeros(T)
-    waited = np.zeros(T)
-    arange_t = np.arange(T)
 
-    def charge(until: np.ndarray, mask: np.ndarray) -> None:
-        el = np.clip(until - r0, 0.0, None)
-        d = np.minimum(el, ph_d)
-        w = np.clip(el - ph_d, 0.0, ph_w)
-        r = np.clip(el - ph_d - ph_w, 0.0, ph_r)
-        for name, v in (("detect", d), ("wait", w), ("restart", r)):
-            acc[name] += np.where(mask, v, 0.0)
-        lost_kind[pend, arange_t] += np.where(mask[0], d[0] + w[0] + r[0], 0.0)
-
-    def advance(until: np.ndarray, mask: np.ndarray):
-        run = mask & (until > t_up)
-        e = np.where(run, until - t_up, 0.0)
-        n, r = _progress(base, mult, save, M, P, k0, e)
-        part = np.minimum(r, base)
-        acc["stalls"] += np.where(run, e - (n * base + part), 0.0)
-        return e, n, part
-
-    a = np.zeros(T)
-    if total > 0:
-        a = rng.exponential(1.0 / total, T)
+    a = np.zeros(T)  # the next interruption of every trial
+    if kt.total > 0:
+        a = rng.exponential(1.0 / kt.total, T)
     else:
         a[:] = np.inf
     while True:
         act = a < H
         if not act.any():
             break
-        ki = np.minimum(np.searchsorted(cum, rng.random(T), side="right"), K - 1)
+        ki = np.minimum(np.searchsorted(kt.cum, rng.random(T), side="right"), K - 1)
         ki = np.where(act, ki, K)
         pool = np.minimum(np.searchsorted(pcum, rng.random(T), side="right"), n_pools - 1)
         am = act[None, :]
         aa = np.broadcast_to(a[None, :], shape)
-        charge(aa, am)
-        e, n, part = advance(aa, am)
-        K_done = k0 + n
-        # the newest usable checkpoint of every level (cycle index), -1 = none
-        nh = needs_host[ki][None, :]
-        best = np.zeros(shape, dtype=np.int64)  # from scratch: cycle 0
-        rest = np.full(shape, np.inf)
-        cands = []
-        for lv in range(L):
-            m = mult[..., lv]
-            j = (K_done // m) * m
-            done = _cost(base, mult, save, k0, j - k0) + upload[lv]
-            late = (j > k0) & (e < done)
-            j = np.where(late, j - m, j)
-            ok = np.ones(shape, dtype=bool)
-            if hostmem[lv]:
-                ok = ~nh & (j >= valid_from)
-            cands.append(np.where(ok, j, -1))
-        for lv in range(L):
-            best = np.maximum(best, cands[lv])
-        for lv in range(L):
-            rest = np.where(cands[lv] == best, np.minimum(rest, restore[lv]), rest)
+        st.charge(aa, am)
+        e, n, part = st.advance(cyc, aa, am)
+        k_done = st.k0 + n
+        nh = kt.needs_host[ki][None, :]
+        best, rest, cands = _newest_checkpoints(cyc, levels, st, k_done, e, nh)
         rest_s = np.where(np.isfinite(rest), rest, 0.0)
-        lost = np.where(am, (K_done - best) * base + part, 0.0)
-        acc["recompute"] += lost
-        lost_kind[ki, arange_t] += np.where(act, lost[0], 0.0)
-        which = np.full(T, L)
-        for lv in reversed(range(L)):
-            which = np.where((cands[lv][0] == best[0]) & (restore[lv] == rest[0]), lv, which)
-        np.add.at(restores, which[act], 1.0)
+        lost = np.where(am, (k_done - best) * cyc.base + part, 0.0)
+        st.acc["recompute"] += lost
+        st.lost_kind[ki, st.arange_t] += np.where(act, lost[0], 0.0)
+        np.add.at(st.restores, _restored_level(levels, cands, best, rest)[act], 1.0)
         # recovery: the wait of this kind (shared by every sweep point)
-        w = np.where(act, np.maximum(wait_k[ki] - detect, 0.0), 0.0)
-        hn = act & needs_host[ki]
+        w = np.where(act, np.maximum(kt.wait[ki] - detect, 0.0), 0.0)
+        hn = act & kt.needs_host[ki]
         if hn.any():
-            idx = np.flatnonzero(hn)
-            own = a[idx] + repair_k[ki[idx]]
-            if spares > 0:
-                slots = free_at[idx, pool[idx], :]
-                j = np.argmin(slots, axis=1)
-                m = slots[np.arange(len(idx)), j]
-                is_free = m <= a[idx]
-                ready = np.where(is_free, a[idx], np.minimum(m, own))
-                take = is_free | (m < own)
-                free_at[idx[take], pool[idx[take]], j[take]] = own[take]
-            else:
-                is_free = np.zeros(len(idx), dtype=bool)
-                ready = own
-            w[idx] = np.maximum(ready - a[idx] - detect, 0.0) + swap
-            swapped[idx] += is_free
-            waited[idx] += ~is_free
-        counts[ki[act], arange_t[act]] += 1.0
-        # the new pending recovery; a part the previous one still waits for (a switch
-        # under repair, a host with no spare) is still missing: its wait goes on
-        hold = np.maximum(r0 + ph_d + ph_w - aa - detect, 0.0)
-        r0 = np.where(am, aa, r0)
-        ph_d = np.where(am, detect, ph_d)
-        ph_w = np.where(am, np.maximum(w[None, :], hold), ph_w)
-        ph_r = np.where(am, restart + rest_s, ph_r)
-        pend = np.where(act, ki, pend)
-        t_up = np.where(am, aa + ph_d + ph_w + ph_r, t_up)
-        valid_from = np.where(am & nh, best, valid_from)
-        k0 = np.where(am, best, k0)
-        a = np.where(act, a + (rng.exponential(1.0 / total, T) if total > 0 else np.inf), a)
+            _host_waits(w, a, hn, ki, pool, kt, st, free_at, spares, detect, swap)
+        st.counts[ki[act], st.arange_t[act]] += 1.0
+        st.restart_from(aa, am, act, ki, w, best, rest_s, nh, detect, restart)
+        a = np.where(act, a + (rng.exponential(1.0 / kt.total, T) if kt.total > 0
+                               else np.inf), a)
     HH = np.full(shape, H)
-    alls = np.ones(shape, dtype=bool)
-    charge(HH, alls)
-    e, n, part = advance(HH, alls)
-    useful = (k0 + n) * base + part
-    # degraded periods
-    slow = np.zeros(T)
-    dcounts = np.zeros((len(degrades), T))
-    for i, dg in enumerate(degrades):
-        c = rng.poisson(dg.rate * H, T) if dg.rate > 0 else np.zeros(T, dtype=np.int64)
-        dcounts[i] = c
-        if c.sum():
-            who = np.repeat(np.arange(T), c)
-            t0 = rng.uniform(0.0, H, len(who))
-            loss = (1.0 - 1.0 / dg.slowdown) * np.minimum(dg.duration_s, H - t0)
-            slow += np.bincount(who, weights=loss, minlength=T)
-    return EngineResult(horizon=H, useful=useful, slowdown=slow, counts=counts,
-                        degrades=dcounts, swapped=swapped, waited=waited,
-                        lost_by_kind=lost_kind[:K], restores=restores, **acc)
+    st.charge(HH, np.ones(shape, dtype=bool))
+    _, n, part = st.advance(cyc, HH, np.ones(shape, dtype=bool))
+    useful = (st.k0 + n) * cyc.base + part
+    slow, dcounts = _degradations(degrades, rng, H, T)
+    return EngineResult(horizon=H, useful=useful, slowdown=slow, counts=st.counts,
+                        degrades=dcounts, swapped=st.swapped, waited=st.waited,
+                        lost_by_kind=st.lost_kind[:K], restores=st.restores, **st.acc)

@@ -28,7 +28,6 @@ level's bandwidth (see :mod:`aifabric.reliability.checkpoint`).
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
@@ -37,32 +36,29 @@ from aifabric.reliability.rates import CLASSES
 from aifabric.sim.scenario import SimScenario
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name
+from aifabric.spec.units import duration_value
 
 __all__ = ["CheckpointLevel", "CheckpointSpec", "ClassRate", "Duration", "GoodputScenario",
            "GoodputSpec", "Recovery", "Sweep", "parse_duration"]
 
-_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0,
-          "d": 86400.0, "w": 7 * 86400.0, "y": 365 * 86400.0}
 #: the longest duration accepted anywhere: 100 years
 MAX_S = 100 * 365 * 86400.0
 
 
 def parse_duration(v: Any) -> Any:
     """``90s``, ``10min``, ``4h``, ``30d``, ``2w``, ``1y``, ``500ms`` or a number of seconds
-    -> seconds (float); other input unchanged so that validation reports it."""
-    if isinstance(v, str):
-        m = re.fullmatch(r"\s*([-+0-9.eE]+)\s*([a-z]*)\s*", v)
-        if m and m.group(2) in _UNITS:
-            try:
-                return float(m.group(1)) * _UNITS[m.group(2)]
-            except ValueError:
-                return v
-    return v
+    -> seconds (float); other input unchanged so that validation reports it. The grammar:
+    :mod:`aifabric.spec.units` (docs/spec.md, "Units"); the fields below use its
+    validator, whose error names the allowed forms."""
+    try:
+        return duration_value(v)
+    except ValueError:
+        return v
 
 
 #: a duration >= 0 (seconds, or a string with a unit)
-Duration = Annotated[float, BeforeValidator(parse_duration), Field(ge=0, le=MAX_S)]
-Positive = Annotated[float, BeforeValidator(parse_duration), Field(gt=0, le=MAX_S)]
+Duration = Annotated[float, BeforeValidator(duration_value), Field(ge=0, le=MAX_S)]
+Positive = Annotated[float, BeforeValidator(duration_value), Field(gt=0, le=MAX_S)]
 
 
 def _percent(v: Any) -> Any:

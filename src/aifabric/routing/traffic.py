@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt
+from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeInt, PositiveInt
 
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.flows import FlowSet, make_flows
 from aifabric.spec.base import StrictModel
+from aifabric.spec.units import size_value
 from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["AllToAll", "FlowList", "Incast", "Permutation", "Ring", "TrafficPattern",
@@ -39,8 +40,9 @@ GpuSet = str | list[str]
 class _Pattern(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    size_bytes: NonNegativeInt = Field(default=1 << 20, le=1 << 50,
-                                       description="bytes per connection (at most 1 PiB)")
+    size_bytes: Annotated[NonNegativeInt, BeforeValidator(size_value)] = Field(
+        default=1 << 20, le=1 << 50, description="bytes per connection (at most 1 PiB; "
+        "1048576, 1MiB: docs/spec.md, Units)")
     qps_per_connection: PositiveInt | None = Field(
         default=None, le=1024, description="QPs per connection (default: the routing policy's)")
 

@@ -18,7 +18,6 @@ jobs:
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
@@ -27,33 +26,25 @@ from aifabric.routing.scenario import Scenario
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name
+from aifabric.spec.units import size_value
 from aifabric.workload.collectives import ALGORITHMS
 
 __all__ = ["ChakraSpec", "CollectiveSpec", "JobSpec", "SimScenario", "parse_bytes"]
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
 
 def parse_bytes(v: Any) -> Any:
     """``1GiB``, ``64 MiB``, ``1.5e9`` or an int -> bytes (int); other input unchanged so
-    that validation reports it."""
-    if isinstance(v, str):
-        m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([a-zA-Z]*)\s*", v)
-        if m and m.group(2).lower() in _UNITS:
-            try:
-                return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-            except ValueError:
-                return v
+    that validation reports it. The grammar: :mod:`aifabric.spec.units` (docs/spec.md,
+    "Units"); the fields below use its validator, whose error names the allowed forms."""
+    try:
+        return size_value(v)
+    except ValueError:
         return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
 
 
 #: the largest size of one collective or transfer: 1 PiB
 MAX_BYTES = 1 << 50
-Bytes = Annotated[int, BeforeValidator(parse_bytes), Field(gt=0, le=MAX_BYTES)]
+Bytes = Annotated[int, BeforeValidator(size_value), Field(gt=0, le=MAX_BYTES)]
 #: NCCL's channel limit (MAXCHANNELS)
 MAX_CHANNELS = 64
 Count = Annotated[int, Field(ge=1, le=1_000_000)]
@@ -92,7 +83,7 @@ class CollectiveSpec(_Placed):
     peers: list[Annotated[int, Field(ge=0)]] | None = Field(
         default=None, description="p2p: GPU i sends to peers[i] (positions in this "
         "collective's GPU list)")
-    chunk_bytes: Annotated[int, BeforeValidator(parse_bytes),
+    chunk_bytes: Annotated[int, BeforeValidator(size_value),
                            Field(ge=1024, le=MAX_BYTES)] = 4 << 20
     start_ms: float = Field(default=0.0, ge=0, le=1e9)
     repeat: int = Field(default=1, ge=1, le=100_000)
