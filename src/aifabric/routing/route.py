@@ -154,7 +154,7 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     hasher = SwitchHasher.build(keys, pol.hash, pol.seed, pol.seed_mode, f.n_nodes)
     info: dict[str, Any] = {}
     # only flows that can go anywhere from here on
-    ni, cls, dnn, via, s_rail = lv
+    ni, cls, dnn, via, _ = lv
     tor0 = hs.access_tor[src_nic[ni]]
     if pol.policy == "source_port":
         out_flows, info["source_ports_unmatched"] = _steer(f, fib, hasher, pol, out_flows,
