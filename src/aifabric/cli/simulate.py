@@ -125,11 +125,36 @@ def _ms(ns: float) -> str:
 def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> None:
     """The headline tables of one result; a table cut short says how much it shows and
     where the rest is (the tables ``--out`` writes: ``out``, in format ``fmt``)."""
-    from aifabric.report.markdown import shown_notice
 
     def where(stem: str) -> str:
         return f"{out / stem}.{fmt}" if out is not None else f"{stem}.csv (written by --out)"
 
+    s = r.summary
+    _print_headline(r)
+    if s["collectives"]:
+        _print_collectives(s, where("collectives"))
+    if s["jobs"]:
+        _print_jobs(s["jobs"])
+    _print_tiers(s["tiers"])
+    if s["slowest_transfers"]:
+        _print_slowest(s, where("transfers"))
+    tp = s["two_port"]
+    if tp.get("down", {}).get("nics"):
+        d, u = tp["down"], tp["up"]
+        console.print(f"two-port imbalance: send max {u['max_ratio'] or 0:.2f}x, receive "
+                      f"max {d['max_ratio'] or 0:.2f}x, {d['one_port_idle']} NICs received on "
+                      "one port only")
+    e = s["engine"]
+    console.print(f"engine: {e['transfers']:,} transfers in {e['stages']:,} stages, "
+                  f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
+                  f"{e['repetitions_reused']:,} repeated steps reused")
+    if "packet" in s:
+        _print_packet(s["packet"], where("packet_fct"))
+
+
+def _print_headline(r: SimResult) -> None:
+    """Scenario, fabric, simulator, routing and makespan (ms); whether the run finished;
+    the notes of the result (e.g. a Chakra trace's node types not modelled)."""
     s = r.summary
     rt = s.get("routing", {})
     console.print(styled((r.scenario, "bold"), f" on {r.fabric} — sim {r.sim}, routing "
@@ -142,90 +167,103 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
                              f"{s['engine']['transfers']:,} transfers undelivered"))
     for n in s.get("notes", []):  # e.g. a Chakra trace's node types not modelled
         console.print(styled(("note: ", "bold"), str(n)))
-    if s["collectives"]:
-        t = Table(title="collectives (nccl-tests conventions)", title_justify="left")
-        for col in ("collective", "op", "algorithm", "GPUs", "size MiB", "time ms",
-                    "algbw GB/s", "busbw GB/s", "busbw Gb/s"):
-            t.add_column(col, justify="left" if col in ("collective", "op", "algorithm")
-                         else "right")
-        shown = s["collectives"][:COLLECTIVE_ROWS]
-        for c in shown:
-            t.add_row(str(c["collective"]), c["op"], c["algorithm"], f"{c['gpus']:,}",
-                      f"{c['size_bytes'] / 2**20:,.1f}", _ms(c["time_ns"]),
-                      fmt_num(c["algbw_GBps"], ".2f"), fmt_num(c["busbw_GBps"], ".2f"),
-                      fmt_num(c["busbw_gbps"], ".1f"))
-        console.print(t)
-        note = shown_notice(len(shown), int(s.get("collectives_total", len(shown))),
-                            "collectives", where("collectives"))
-        if note:
-            console.print(note, markup=False)
-    if s["jobs"]:
-        t = Table(title="jobs (per iteration)", title_justify="left")
-        for col in ("job", "GPUs", "segments", "iteration ms", "compute ms",
-                    "exposed comm ms", "cross-segment GiB"):
-            t.add_column(col, justify="left" if col == "job" else "right")
-        for j in s["jobs"]:
-            t.add_row(j["job"], f"{j['gpus']:,}", str(j["segments"]), _ms(j["iteration_ns"]),
-                      _ms(j["compute_ns"]), _ms(j["exposed_comm_ns"]),
-                      f"{j['cross_segment_bytes'] / 2**30:,.2f}")
-        console.print(t)
+
+
+def _print_collectives(s: dict[str, Any], where: str) -> None:
+    """The collectives table (the first :data:`COLLECTIVE_ROWS`; sizes in MiB, times in
+    ms, bandwidths in GB/s and Gb/s) and, when cut short, where the rest is (``where``)."""
+    from aifabric.report.markdown import shown_notice
+
+    t = Table(title="collectives (nccl-tests conventions)", title_justify="left")
+    for col in ("collective", "op", "algorithm", "GPUs", "size MiB", "time ms",
+                "algbw GB/s", "busbw GB/s", "busbw Gb/s"):
+        t.add_column(col, justify="left" if col in ("collective", "op", "algorithm")
+                     else "right")
+    shown = s["collectives"][:COLLECTIVE_ROWS]
+    for c in shown:
+        t.add_row(str(c["collective"]), c["op"], c["algorithm"], f"{c['gpus']:,}",
+                  f"{c['size_bytes'] / 2**20:,.1f}", _ms(c["time_ns"]),
+                  fmt_num(c["algbw_GBps"], ".2f"), fmt_num(c["busbw_GBps"], ".2f"),
+                  fmt_num(c["busbw_gbps"], ".1f"))
+    console.print(t)
+    note = shown_notice(len(shown), int(s.get("collectives_total", len(shown))),
+                        "collectives", where)
+    if note:
+        console.print(note, markup=False)
+
+
+def _print_jobs(jobs: list[dict[str, Any]]) -> None:
+    """The jobs table, per iteration (times in ms, cross-segment traffic in GiB)."""
+    t = Table(title="jobs (per iteration)", title_justify="left")
+    for col in ("job", "GPUs", "segments", "iteration ms", "compute ms",
+                "exposed comm ms", "cross-segment GiB"):
+        t.add_column(col, justify="left" if col == "job" else "right")
+    for j in jobs:
+        t.add_row(j["job"], f"{j['gpus']:,}", str(j["segments"]), _ms(j["iteration_ns"]),
+                  _ms(j["compute_ns"]), _ms(j["exposed_comm_ns"]),
+                  f"{j['cross_segment_bytes'] / 2**30:,.2f}")
+    console.print(t)
+
+
+def _print_tiers(tiers: dict[str, dict[str, Any]]) -> None:
+    """Link utilization per tier (fractions of capacity) of the links that carried
+    traffic."""
     t = Table(title="link utilization per tier (links that carried traffic)",
               title_justify="left")
     for col in ("tier", "links", "mean", "p99", "max peak"):
         t.add_column(col, justify="left" if col == "tier" else "right")
-    for name, v in s["tiers"].items():
+    for name, v in tiers.items():
         t.add_row(name, f"{v['links']:,}", f"{v['mean_util']:.2f}", f"{v['p99_mean_util']:.2f}",
                   f"{v['max_peak_util']:.2f}")
     console.print(t)
-    if s["slowest_transfers"]:
-        t = Table(title="slowest transfers and the link that held them back",
-                  title_justify="left")
-        for col in ("src", "dst", "min Gb/s", "bottleneck", "tier"):
-            t.add_column(col, justify="right" if col == "min Gb/s" else "left")
-        slow = s["slowest_transfers"][:5]
-        for x in slow:
-            t.add_row(x["src"], x["dst"], fmt_num(x["min_rate_gbps"], ".1f"),
-                      x["bottleneck"] or "-", x["tier"] or "-")
-        console.print(t)
-        note = shown_notice(len(slow), int(s["engine"]["transfers"]), "transfers (the slowest)",
-                            where("transfers"))
-        if note:
-            console.print(note, markup=False)
-    tp = s["two_port"]
-    if tp.get("down", {}).get("nics"):
-        d, u = tp["down"], tp["up"]
-        console.print(f"two-port imbalance: send max {u['max_ratio'] or 0:.2f}x, receive "
-                      f"max {d['max_ratio'] or 0:.2f}x, {d['one_port_idle']} NICs received on "
-                      "one port only")
-    e = s["engine"]
-    console.print(f"engine: {e['transfers']:,} transfers in {e['stages']:,} stages, "
-                  f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
-                  f"{e['repetitions_reused']:,} repeated steps reused")
-    if "packet" in s:
-        pk = s["packet"]
-        console.print(f"packet: {packet_counts(pk)}")
-        if pk.get("paused_queues"):
-            top = pk["pauses"][0]
-            console.print(f"pauses: {pk['paused_queues']:,} queues (port, priority) paused; "
-                          f"most: {top['port']} TC{top['tc']} paused "
-                          f"{100 * top['pause_ratio']:.1f}% of the run "
-                          f"({top['paused_ns'] / 1e3:.1f} us, longest "
-                          f"{top['longest_pause_ns'] / 1e3:.1f} us; watchdog: "
-                          f"{pk.get('settings', {}).get('pfc_watchdog_ms', 0):g} ms); all in "
-                          "packet_pauses.csv",
-                          markup=False, soft_wrap=True)
-        ap = pk.get("ack_paths")
-        if ap and ap["mode"] == "hashed" and ap["qps"]:
-            fell = ap["fallback_pinned"] + ap["fallback_hops"] + ap["fallback_other"]
-            console.print(f"ACK paths: hashed; {ap['hashed']:,} of {ap['qps']:,} QPs on their "
-                          f"own return route ({ap['same_as_reverse']:,} of them the data "
-                          f"route reversed), {fell:,} kept the reversed route, "
-                          f"{ap['local']:,} inside a host", markup=False, soft_wrap=True)
-        fc = pk.get("fct", {})
-        if fc.get("count"):
-            console.print(fct_line(fc, where("packet_fct")), markup=False, soft_wrap=True)
-        for a in pk["alarms"]:
-            console.print(styled(("alarm", "bold red"), f" {a}"))
+
+
+def _print_slowest(s: dict[str, Any], where: str) -> None:
+    """The 5 slowest transfers (lowest rate, Gb/s) and the link that held each back, and
+    where the rest is (``where``)."""
+    from aifabric.report.markdown import shown_notice
+
+    t = Table(title="slowest transfers and the link that held them back",
+              title_justify="left")
+    for col in ("src", "dst", "min Gb/s", "bottleneck", "tier"):
+        t.add_column(col, justify="right" if col == "min Gb/s" else "left")
+    slow = s["slowest_transfers"][:5]
+    for x in slow:
+        t.add_row(x["src"], x["dst"], fmt_num(x["min_rate_gbps"], ".1f"),
+                  x["bottleneck"] or "-", x["tier"] or "-")
+    console.print(t)
+    note = shown_notice(len(slow), int(s["engine"]["transfers"]), "transfers (the slowest)",
+                        where)
+    if note:
+        console.print(note, markup=False)
+
+
+def _print_packet(pk: dict[str, Any], fct_where: str) -> None:
+    """The packet simulator's lines: counts, the most paused queue (times in us, watchdog
+    in ms), ACK paths, flow completion times (all in ``fct_where``), alarms."""
+    console.print(f"packet: {packet_counts(pk)}")
+    if pk.get("paused_queues"):
+        top = pk["pauses"][0]
+        console.print(f"pauses: {pk['paused_queues']:,} queues (port, priority) paused; "
+                      f"most: {top['port']} TC{top['tc']} paused "
+                      f"{100 * top['pause_ratio']:.1f}% of the run "
+                      f"({top['paused_ns'] / 1e3:.1f} us, longest "
+                      f"{top['longest_pause_ns'] / 1e3:.1f} us; watchdog: "
+                      f"{pk.get('settings', {}).get('pfc_watchdog_ms', 0):g} ms); all in "
+                      "packet_pauses.csv",
+                      markup=False, soft_wrap=True)
+    ap = pk.get("ack_paths")
+    if ap and ap["mode"] == "hashed" and ap["qps"]:
+        fell = ap["fallback_pinned"] + ap["fallback_hops"] + ap["fallback_other"]
+        console.print(f"ACK paths: hashed; {ap['hashed']:,} of {ap['qps']:,} QPs on their "
+                      f"own return route ({ap['same_as_reverse']:,} of them the data "
+                      f"route reversed), {fell:,} kept the reversed route, "
+                      f"{ap['local']:,} inside a host", markup=False, soft_wrap=True)
+    fc = pk.get("fct", {})
+    if fc.get("count"):
+        console.print(fct_line(fc, fct_where), markup=False, soft_wrap=True)
+    for a in pk["alarms"]:
+        console.print(styled(("alarm", "bold red"), f" {a}"))
 
 
 def fct_line(fc: dict[str, Any], where: str) -> str:

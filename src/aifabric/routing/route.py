@@ -141,63 +141,30 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     alive = live_links(f, failures)
     fib = Fib(f, alive)
     hs = fib.hs
-    nodes = f.nodes
     n = len(flows)
     src, dst = flows.src_gpu, flows.dst_gpu
-    sh = nodes.host[src].astype(np.int64)
-    dh = nodes.host[dst].astype(np.int64)
+    sh = f.nodes.host[src].astype(np.int64)
+    dh = f.nodes.host[dst].astype(np.int64)
     net = (sh != dh) & (flows.src_nic >= 0)
     unreachable = np.zeros(n, dtype=bool)
-    ni = np.flatnonzero(net)
-    s_rail = nodes.rail[flows.src_nic[ni]].astype(np.int64)
-    s_side = nodes.side[flows.src_nic[ni]].astype(np.int64)
-    d_rail = nodes.rail[flows.dst_nic[ni]].astype(np.int64)
-    dnn = dh[ni] * hs.N + d_rail
-    cls = fib.nic_class[dnn]
-    via = _via_gpu(f, hs, src[ni], s_rail)
-    port_node, ok = failover_ports(fib, sh[ni], s_rail, s_side, via, cls)
-    src_nic = flows.src_nic.copy()
-    src_nic[ni[ok]] = port_node[ok]
-    moved = np.zeros(n, dtype=bool)
-    moved[ni] = ok & (port_node != flows.src_nic[ni])
-    unreachable[ni[~ok]] = True
+    src_nic, moved, lv = _sending_ports(f, fib, flows, sh, dh, np.flatnonzero(net),
+                                        unreachable)
     out_flows = flows.replace(src_nic=src_nic)
     keys = key_bytes(out_flows.hash_columns(), pol.hash_fields)
     hasher = SwitchHasher.build(keys, pol.hash, pol.seed, pol.seed_mode, f.n_nodes)
     info: dict[str, Any] = {}
     # only flows that can go anywhere from here on
-    ni, cls, dnn, via, s_rail = ni[ok], cls[ok], dnn[ok], via[ok], s_rail[ok]
+    ni, cls, dnn, via, _ = lv
     tor0 = hs.access_tor[src_nic[ni]]
     if pol.policy == "source_port":
-        up = ~fib.delivers(tor0, cls)
-        slot = f.links.b_port[hs.access_link[src_nic[ni[up]]]]
-        sport, unmatched = steer_source_ports(
-            fib, hasher, pol, out_flows.hash_columns(), out_flows.sport, ni[up], tor0[up],
-            cls[up], slot)
-        out_flows = out_flows.replace(sport=sport)
-        hasher.base = SwitchHasher.build(key_bytes(out_flows.hash_columns(), pol.hash_fields),
-                                         pol.hash, pol.seed, pol.seed_mode, 1).base
-        info["source_ports_unmatched"] = unmatched
+        out_flows, info["source_ports_unmatched"] = _steer(f, fib, hasher, pol, out_flows,
+                                                           ni, tor0, cls)
     pb = PathBuilder(n)
-    # same host: NVLink only
-    li = np.flatnonzero(~net)
-    for arcs in hs.gpu_gpu_arcs(src[li], dst[li], f.n_nodes):
-        pb.add(li, arcs)
-    # source host: NVLink to the rail's GPU (PXN), PCIe to the NIC port
-    hop = via != src[ni]
-    if hop.any():
-        for arcs in hs.gpu_gpu_arcs(src[ni[hop]], via[hop], f.n_nodes):
-            pb.add(ni[hop], arcs)
+    _add_host_arcs(f, pb, src, dst, net, ni, via, hs)
     dst_nic = flows.dst_nic.copy()
     max_hops = 2 * int(fib.tier.max() if len(fib.tier) else 1) + 2
     if pol.policy == "spray":
-        dfl, dport, dw = spray_walk(fib, pb, ni, via, sh[ni], s_rail, cls, dnn, dst[ni],
-                                    max_hops)
-        o = np.lexsort((dw, dfl))
-        last = np.r_[np.flatnonzero(dfl[o][1:] != dfl[o][:-1]), len(o) - 1] if len(o) else o
-        dst_nic[dfl[o][last]] = dport[o][last]
-        delivered = np.zeros(n, dtype=bool)
-        delivered[dfl] = True
+        delivered = _spray(fib, pb, n, lv, sh[ni], dst[ni], dst_nic, max_hops)
     else:
         pcie = hs.pcie_link(via, src_nic[ni], f.n_nodes)
         pb.add(ni, 2 * pcie)
@@ -205,8 +172,92 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
         delivered = _walk(fib, pb, pol, hasher, out_flows, ni, tor0, cls, dnn, dst_nic,
                           max_hops, pinned if pol.policy == "pinned" else None)
     unreachable[ni[~delivered[ni]]] = True
-    ptr, arcs, frac = pb.build()
-    # a path through a dead link (e.g. a failed NVLink or host) is no path
+    ptr, arcs, frac = _drop_unreachable(*pb.build(), unreachable, alive)
+    out_flows = out_flows.replace(dst_nic=dst_nic)
+    return Routed(f, pol, out_flows, ptr, arcs, frac, unreachable, moved, alive, info)
+
+
+def _sending_ports(f: Fabric, fib: Fib, flows: FlowSet, sh: np.ndarray, dh: np.ndarray,
+                   ni: np.ndarray, unreachable: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """The NIC port each flow leaving its host (``ni``) sends on: its own, or, when that
+    port is down or cannot reach the destination, the NIC's other port. Returns every
+    flow's sending port (``src_nic``), which flows moved, and for the flows that can
+    leave (the others are marked in ``unreachable``): their indices, destination NIC class,
+    destination (host, rail) key, the GPU whose NIC sends (PXN) and its rail."""
+    hs = fib.hs
+    nodes = f.nodes
+    n = len(flows)
+    s_rail = nodes.rail[flows.src_nic[ni]].astype(np.int64)
+    s_side = nodes.side[flows.src_nic[ni]].astype(np.int64)
+    d_rail = nodes.rail[flows.dst_nic[ni]].astype(np.int64)
+    dnn = dh[ni] * hs.N + d_rail
+    cls = fib.nic_class[dnn]
+    via = _via_gpu(f, hs, flows.src_gpu[ni], s_rail)
+    port_node, ok = failover_ports(fib, sh[ni], s_rail, s_side, via, cls)
+    src_nic = flows.src_nic.copy()
+    src_nic[ni[ok]] = port_node[ok]
+    moved = np.zeros(n, dtype=bool)
+    moved[ni] = ok & (port_node != flows.src_nic[ni])
+    unreachable[ni[~ok]] = True
+    return src_nic, moved, (ni[ok], cls[ok], dnn[ok], via[ok], s_rail[ok])
+
+
+def _steer(f: Fabric, fib: Fib, hasher: SwitchHasher, pol: Routing, flows: FlowSet,
+           ni: np.ndarray, tor0: np.ndarray, cls: np.ndarray) -> tuple[FlowSet, Any]:
+    """``policy: source_port``: the UDP source port of each flow that leaves its ToR
+    (``ni``, first ToR ``tor0``) chosen so that the switches' hashes take the path its
+    port slot names; ``hasher`` rehashed with them. Returns the flows with those ports and
+    what could not be matched."""
+    hs = fib.hs
+    up = ~fib.delivers(tor0, cls)
+    slot = f.links.b_port[hs.access_link[flows.src_nic[ni[up]]]]
+    sport, unmatched = steer_source_ports(
+        fib, hasher, pol, flows.hash_columns(), flows.sport, ni[up], tor0[up],
+        cls[up], slot)
+    flows = flows.replace(sport=sport)
+    hasher.base = SwitchHasher.build(key_bytes(flows.hash_columns(), pol.hash_fields),
+                                     pol.hash, pol.seed, pol.seed_mode, 1).base
+    return flows, unmatched
+
+
+def _add_host_arcs(f: Fabric, pb: PathBuilder, src: np.ndarray, dst: np.ndarray,
+                   net: np.ndarray, ni: np.ndarray, via: np.ndarray, hs: Any) -> None:
+    """The hops inside hosts before the NIC: NVLink only for flows that stay on their host
+    (not ``net``); NVLink to the rail's GPU (PXN) for the flows ``ni`` that send from
+    another GPU's NIC (``via``)."""
+    li = np.flatnonzero(~net)
+    for arcs in hs.gpu_gpu_arcs(src[li], dst[li], f.n_nodes):
+        pb.add(li, arcs)
+    hop = via != src[ni]
+    if hop.any():
+        for arcs in hs.gpu_gpu_arcs(src[ni[hop]], via[hop], f.n_nodes):
+            pb.add(ni[hop], arcs)
+
+
+def _spray(fib: Fib, pb: PathBuilder, n: int, lv: tuple[np.ndarray, ...], sh: np.ndarray,
+           dst: np.ndarray, dst_nic: np.ndarray, max_hops: int) -> np.ndarray:
+    """``policy: spray``: every flow of ``lv`` (see :func:`_sending_ports`; ``sh``,
+    ``dst``: their source hosts and destination GPUs) sprayed over all its shortest
+    paths; a flow arrives on the destination port of its last share (set in
+    ``dst_nic``). Which of the ``n`` flows were delivered."""
+    ni, cls, dnn, via, s_rail = lv
+    dfl, dport, dw = spray_walk(fib, pb, ni, via, sh, s_rail, cls, dnn, dst, max_hops)
+    o = np.lexsort((dw, dfl))
+    last = np.r_[np.flatnonzero(dfl[o][1:] != dfl[o][:-1]), len(o) - 1] if len(o) else o
+    dst_nic[dfl[o][last]] = dport[o][last]
+    delivered = np.zeros(n, dtype=bool)
+    delivered[dfl] = True
+    return delivered
+
+
+def _drop_unreachable(ptr: np.ndarray, arcs: np.ndarray, frac: np.ndarray | None,
+                      unreachable: np.ndarray, alive: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The paths (CSR ``ptr``, ``arcs``, ``frac``) without those of unreachable flows; a
+    path through a dead link (e.g. a failed NVLink or host) is no path, and its flow is
+    marked in ``unreachable`` too."""
+    n = len(ptr) - 1
     bad = np.zeros(n, dtype=bool)
     if not alive.all():
         ent = np.repeat(np.arange(n), np.diff(ptr))
@@ -219,8 +270,7 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
         counts = np.where(unreachable, 0, np.diff(ptr))
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-    out_flows = out_flows.replace(dst_nic=dst_nic)
-    return Routed(f, pol, out_flows, ptr, arcs, frac, unreachable, moved, alive, info)
+    return ptr, arcs, frac
 
 
 def _walk(fib: Fib, pb: PathBuilder, pol: Routing, hasher: SwitchHasher, flows: FlowSet,

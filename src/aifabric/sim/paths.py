@@ -15,7 +15,7 @@ destination host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,15 +193,7 @@ def pinned_arcs(f: Fabric, src: np.ndarray, dst: np.ndarray, pins: list[PinnedPa
 
     alive = live_links(f, failures)
     hs = host_side(f)
-    nodes, links = f.nodes, f.links
-    n = f.n_nodes
-    # switch-to-switch links keyed by their unordered ends, parallel links side by side
-    lid = np.flatnonzero(f.is_switch[links.a] & f.is_switch[links.b])
-    lo = np.minimum(links.a[lid], links.b[lid]).astype(np.int64)
-    hi = np.maximum(links.a[lid], links.b[lid]).astype(np.int64)
-    order = np.argsort(lo * n + hi, kind="stable")
-    key, lid = (lo * n + hi)[order], lid[order]
-    names = nodes.name
+    key, lid = _switch_links(f)
     problems: list[Problem] = []
     rows: list[np.ndarray] = []
     for c, pin in enumerate(pins):  # explicit CSV rows: small by nature
@@ -210,78 +202,137 @@ def pinned_arcs(f: Fabric, src: np.ndarray, dst: np.ndarray, pins: list[PinnedPa
 
         path = np.asarray(pin.nodes, dtype=np.int64).reshape(-1)
         s_gpu, d_gpu = int(src[c]), int(dst[c])
-        sh, dh = int(nodes.host[s_gpu]), int(nodes.host[d_gpu])
-        if sh == dh:
-            bad(f"{names[s_gpu]} and {names[d_gpu]} are on one host (the transfer stays on "
-                "NVLink); allowed: an empty path")
+        if not _pin_shape_ok(f, path, s_gpu, d_gpu, bad):
             continue
-        if not len(path):
-            bad("empty path; allowed: switch names from the source ToR to the destination ToR")
-            continue
-        not_sw = np.flatnonzero(~f.is_switch[path])
-        if len(not_sw):
-            j = int(not_sw[0])
-            bad(f"switch {j + 1} of the path, {names[path[j]]}, is a "
-                f"{NodeKind(int(nodes.kind[path[j]])).label}; allowed: switch names")
-            continue
-        uniq, cnt = np.unique(path, return_counts=True)
-        if (cnt > 1).any():
-            bad(f"visits {names[uniq[cnt > 1][0]]} twice; allowed: each switch at most once "
-                "(a loop is not a path; a bounce goes down to another switch and up again)")
-            continue
+        sh, dh = int(f.nodes.host[s_gpu]), int(f.nodes.host[d_gpu])
         s_ports = _ports_on(f, hs, sh, int(path[0]), alive, s_gpu)
         d_ports = _ports_on(f, hs, dh, int(path[-1]), alive, d_gpu)
-        ok = True
-        for ports, end, host, gpu in ((s_ports, "first", sh, s_gpu),
-                                      (d_ports, "last", dh, d_gpu)):
-            if not ports:
-                sw = path[0] if end == "first" else path[-1]
-                tors = _live_tors(hs, host, alive)
-                bad(f"the {end} switch {names[sw]} is not cabled to a live port of "
-                    f"{names[f.host_node[host]]} (the host of {names[gpu]}); allowed: "
-                    f"{', '.join(str(names[t]) for t in tors) or 'none: the host is cut off'}")
-                ok = False
-        u, v = path[:-1], path[1:]
-        hk = np.minimum(u, v) * n + np.maximum(u, v)
-        first, last = np.searchsorted(key, hk, "left"), np.searchsorted(key, hk, "right")
-        hop_links: list[np.ndarray] = []
-        for j in range(len(u)):  # hops of one path
-            cand = lid[first[j]:last[j]]
-            live = cand[alive[cand]]
-            if not len(live):
-                why = ("every link between them is down (the scenario's failures)" if len(cand)
-                       else "they are not cabled together")
-                bad(f"hop {j + 1} {names[u[j]]} -> {names[v[j]]}: no live link, {why}; "
-                    "allowed: neighbouring switches joined by a live link")
-                ok = False
-            hop_links.append(live)
-        if not ok:
+        ok = _pin_ends_ok(f, hs, path, alive, ((s_ports, "first", sh, s_gpu),
+                                               (d_ports, "last", dh, d_gpu)), bad)
+        hop_links, hops_ok = _pin_hop_links(f, path, key, lid, alive, bad)
+        if not (ok and hops_ok):
             continue
-        for q in range(qps):
-            p, via = s_ports[q % len(s_ports)]
-            r, vd = d_ports[q % len(d_ports)]
-            arcs: list[int] = []
-            if via != s_gpu:  # NVLink to the GPU whose NIC sends it (PXN)
-                arcs += [int(a[0]) for a in hs.gpu_gpu_arcs(np.array([s_gpu]), np.array([via]),
-                                                            n)]
-            arcs += [2 * _pcie(hs, via, p, n), 2 * int(hs.access_link[p])]
-            for j, live in enumerate(hop_links):
-                lk = int(live[q % len(live)])
-                arcs.append(2 * lk + int(links.a[lk] != u[j]))
-            arcs += [2 * int(hs.access_link[r]) + 1, 2 * _pcie(hs, vd, r, n) + 1]
-            if vd != d_gpu:
-                arcs += [int(a[0]) for a in hs.gpu_gpu_arcs(np.array([vd]), np.array([d_gpu]),
-                                                            n)]
-            row = np.array(arcs, dtype=np.int64)
-            dead = np.flatnonzero(~alive[row // 2])
-            if len(dead):
-                a = int(row[dead[0]])
-                bad(f"the hosts' own link {names[f.arcs[0][a]]} -> {names[f.arcs[1][a]]} is "
-                    "down; allowed: a path between live hosts")
-                break
-            rows.append(row)
+        rows += _pinned_qp_arcs(f, hs, path, hop_links, s_ports, d_ports, s_gpu, d_gpu, qps,
+                                alive, bad)
     if problems:
         raise SpecError(problems)
+    return rows
+
+
+def _switch_links(f: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """Switch-to-switch links keyed by their unordered ends (``min * n_nodes + max``):
+    the sorted keys and the link ids in that order, parallel links side by side."""
+    links, n = f.links, f.n_nodes
+    lid = np.flatnonzero(f.is_switch[links.a] & f.is_switch[links.b])
+    lo = np.minimum(links.a[lid], links.b[lid]).astype(np.int64)
+    hi = np.maximum(links.a[lid], links.b[lid]).astype(np.int64)
+    order = np.argsort(lo * n + hi, kind="stable")
+    return (lo * n + hi)[order], lid[order]
+
+
+def _pin_shape_ok(f: Fabric, path: np.ndarray, s_gpu: int, d_gpu: int,
+                  bad: Callable[[str], None]) -> bool:
+    """A pinned path's own shape: the GPUs on different hosts, a non-empty path of
+    switches, none visited twice; False after reporting the first problem to ``bad``."""
+    nodes, names = f.nodes, f.nodes.name
+    if int(nodes.host[s_gpu]) == int(nodes.host[d_gpu]):
+        bad(f"{names[s_gpu]} and {names[d_gpu]} are on one host (the transfer stays on "
+            "NVLink); allowed: an empty path")
+        return False
+    if not len(path):
+        bad("empty path; allowed: switch names from the source ToR to the destination ToR")
+        return False
+    not_sw = np.flatnonzero(~f.is_switch[path])
+    if len(not_sw):
+        j = int(not_sw[0])
+        bad(f"switch {j + 1} of the path, {names[path[j]]}, is a "
+            f"{NodeKind(int(nodes.kind[path[j]])).label}; allowed: switch names")
+        return False
+    uniq, cnt = np.unique(path, return_counts=True)
+    if (cnt > 1).any():
+        bad(f"visits {names[uniq[cnt > 1][0]]} twice; allowed: each switch at most once "
+            "(a loop is not a path; a bounce goes down to another switch and up again)")
+        return False
+    return True
+
+
+def _pin_ends_ok(f: Fabric, hs: Any, path: np.ndarray, alive: np.ndarray,
+                 ends: tuple[tuple[list[tuple[int, int]], str, int, int], ...],
+                 bad: Callable[[str], None]) -> bool:
+    """The first and last switch of the path each reach a live port of their host
+    (``ends``: the ports found, "first"/"last", the host, its GPU); every end that does
+    not is reported to ``bad``."""
+    names = f.nodes.name
+    ok = True
+    for ports, end, host, gpu in ends:
+        if not ports:
+            sw = path[0] if end == "first" else path[-1]
+            tors = _live_tors(hs, host, alive)
+            bad(f"the {end} switch {names[sw]} is not cabled to a live port of "
+                f"{names[f.host_node[host]]} (the host of {names[gpu]}); allowed: "
+                f"{', '.join(str(names[t]) for t in tors) or 'none: the host is cut off'}")
+            ok = False
+    return ok
+
+
+def _pin_hop_links(f: Fabric, path: np.ndarray, key: np.ndarray, lid: np.ndarray,
+                   alive: np.ndarray, bad: Callable[[str], None]
+                   ) -> tuple[list[np.ndarray], bool]:
+    """The live links of each hop of the path (``key``/``lid``: :func:`_switch_links`)
+    and whether every hop has one; each hop without is reported to ``bad``."""
+    names, n = f.nodes.name, f.n_nodes
+    u, v = path[:-1], path[1:]
+    hk = np.minimum(u, v) * n + np.maximum(u, v)
+    first, last = np.searchsorted(key, hk, "left"), np.searchsorted(key, hk, "right")
+    hop_links: list[np.ndarray] = []
+    ok = True
+    for j in range(len(u)):  # hops of one path
+        cand = lid[first[j]:last[j]]
+        live = cand[alive[cand]]
+        if not len(live):
+            why = ("every link between them is down (the scenario's failures)" if len(cand)
+                   else "they are not cabled together")
+            bad(f"hop {j + 1} {names[u[j]]} -> {names[v[j]]}: no live link, {why}; "
+                "allowed: neighbouring switches joined by a live link")
+            ok = False
+        hop_links.append(live)
+    return hop_links, ok
+
+
+def _pinned_qp_arcs(f: Fabric, hs: Any, path: np.ndarray, hop_links: list[np.ndarray],
+                    s_ports: list[tuple[int, int]], d_ports: list[tuple[int, int]],
+                    s_gpu: int, d_gpu: int, qps: int, alive: np.ndarray,
+                    bad: Callable[[str], None]) -> list[np.ndarray]:
+    """The arcs of each of the ``qps`` QPs along the path, host hops included; QP q
+    takes port ``q mod`` the ports at each end and link ``q mod`` the parallel links of
+    each hop. Stops at the first QP whose hosts' own links are down (reported to
+    ``bad``)."""
+    links, n, names = f.links, f.n_nodes, f.nodes.name
+    u = path[:-1]
+    rows: list[np.ndarray] = []
+    for q in range(qps):
+        p, via = s_ports[q % len(s_ports)]
+        r, vd = d_ports[q % len(d_ports)]
+        arcs: list[int] = []
+        if via != s_gpu:  # NVLink to the GPU whose NIC sends it (PXN)
+            arcs += [int(a[0]) for a in hs.gpu_gpu_arcs(np.array([s_gpu]), np.array([via]),
+                                                        n)]
+        arcs += [2 * _pcie(hs, via, p, n), 2 * int(hs.access_link[p])]
+        for j, live in enumerate(hop_links):
+            lk = int(live[q % len(live)])
+            arcs.append(2 * lk + int(links.a[lk] != u[j]))
+        arcs += [2 * int(hs.access_link[r]) + 1, 2 * _pcie(hs, vd, r, n) + 1]
+        if vd != d_gpu:
+            arcs += [int(a[0]) for a in hs.gpu_gpu_arcs(np.array([vd]), np.array([d_gpu]),
+                                                        n)]
+        row = np.array(arcs, dtype=np.int64)
+        dead = np.flatnonzero(~alive[row // 2])
+        if len(dead):
+            a = int(row[dead[0]])
+            bad(f"the hosts' own link {names[f.arcs[0][a]]} -> {names[f.arcs[1][a]]} is "
+                "down; allowed: a path between live hosts")
+            break
+        rows.append(row)
     return rows
 
 

@@ -57,19 +57,63 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
                  *, job_gpus: list[np.ndarray], iterations: list[int],
                  extra: dict[str, Any] | None = None) -> SimResult:
     """Turn a simulator's raw arrays into the shared tables and summary."""
-    names = f.nodes.name
-    start, end = run.stage_start_ns, run.stage_end_ns
-    valid = np.isfinite(end)
-    # how far the run got: the last stage end, or, when stages never finished (a
-    # deadlock, a run cut short), the end of the last interval it simulated
+    valid = np.isfinite(run.stage_end_ns)  # stages that finished
+    makespan = _makespan_ns(run, valid)
+    collectives = _collectives_table(dag, run, valid)
+    jobs = _jobs_table(f, dag, run, valid, job_gpus, iterations)
+    groups, gnames = arc_groups(f)
+    links = _links_table(f, run, groups, gnames, makespan)
+    transfers = _transfers_table(f, dag, run, groups, gnames)
+    # per tier, the capacity (bytes per ns) of the links that carried traffic
+    used = np.flatnonzero(run.arc_bytes > 0)
+    cap = f.arcs[2]
+    g_cap = np.bincount(groups[used], weights=cap[used] / 8.0, minlength=len(gnames))
+    timeline = _timeline_table(run, g_cap, gnames)
+
+    nc, nj = len(dag.collectives), len(dag.jobs)
+    coll = dag.collectives
+    top_colls = [i for i in range(nc) if coll[i].job < 0] or list(range(min(nc, 20)))
+    summary: dict[str, Any] = {
+        "scenario": scenario, "sim": sim, "fabric": f.name, "makespan_ns": makespan,
+        "collectives": [{k: _py(collectives[k][i]) for k in collectives} for i in top_colls],
+        # how many there are in all (the list above may hold the first few only; the
+        # collectives table has every one)
+        "collectives_total": nc,
+        "jobs": [{k: _py(jobs[k][i]) for k in jobs} for i in range(nj)],
+        "tiers": _tier_summary(links, groups[used], g_cap, gnames),
+        "slowest_transfers": _slowest_transfers(run, transfers),
+        "hot_links": _hot_links(links),
+        "two_port": two_port_imbalance(f, run.arc_bytes),
+        "finished": bool(valid.all()),
+        "transfers_undelivered": int((~np.isfinite(run.xfer_end_ns)).sum()),
+        "engine": {"events": run.events, "rate_solves": run.rate_solves,
+                   "repetitions_reused": run.reps_skipped, "stages": dag.n_stages,
+                   "transfers": dag.n_transfers},
+    }
+    if extra:
+        summary.update(extra)
+    return SimResult(scenario, sim, f.name, makespan,
+                     {"collectives": collectives, "jobs": jobs, "transfers": transfers,
+                      "links": links, "timeline": timeline}, summary,
+                     meta={"two_port_ratios": two_port_ratios(f, run.arc_bytes)})
+
+
+def _makespan_ns(run: FlowRun, valid: np.ndarray) -> float:
+    """How far the run got, in ns: the last stage end, or, when stages never finished (a
+    deadlock, a run cut short), the latest of the stage ends, the deliveries and the end
+    of the last interval it simulated."""
+    end = run.stage_end_ns
     tl_end = float(run.timeline_ns[:, 1].max()) if len(run.timeline_ns) else 0.0
     done_x = np.isfinite(run.xfer_end_ns)
     ends = [end[valid]] if valid.all() else [end[valid], run.xfer_end_ns[done_x], [tl_end]]
-    makespan = max((float(np.max(e)) for e in ends if len(e)), default=0.0)
-    xs = dag.xfer_stage
-    moved = dag.size_bytes * dag.repeat[xs]
+    return max((float(np.max(e)) for e in ends if len(e)), default=0.0)
 
-    # ---- collectives
+
+def _collectives_table(dag: TransferDAG, run: FlowRun, valid: np.ndarray) -> Table:
+    """One row per collective: start and end (ns; end NaN while any of its stages is
+    unfinished), time (ns), algbw and busbw (GB/s, nccl-tests conventions) and busbw in
+    Gb/s."""
+    start, end = run.stage_start_ns, run.stage_end_ns
     nc = len(dag.collectives)
     c_start = np.full(nc, np.inf)
     c_end = np.full(nc, -np.inf)
@@ -87,7 +131,7 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
     c_time = np.maximum(c_end - c_start, 0.0) if nc else np.zeros(0)
     c_alg = np.divide(c_size, c_time, out=np.where(c_open, np.nan, 0.0), where=c_time > 0)
     c_bus = c_alg * np.array([c.busbw_factor for c in coll]) if nc else np.zeros(0)
-    collectives: Table = {
+    return {
         "collective": np.array([c.name for c in coll], dtype=object),
         "job": np.array([dag.jobs[c.job] if c.job >= 0 else "" for c in coll], dtype=object),
         "op": np.array([c.op for c in coll], dtype=object),
@@ -99,7 +143,15 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
         "algbw_GBps": c_alg, "busbw_GBps": c_bus, "busbw_gbps": c_bus * 8,
     }
 
-    # ---- jobs: iteration time, compute-only time, exposed communication
+
+def _jobs_table(f: Fabric, dag: TransferDAG, run: FlowRun, valid: np.ndarray,
+                job_gpus: list[np.ndarray], iterations: list[int]) -> Table:
+    """One row per job, per iteration: its time (ns; NaN when unfinished), its compute-only
+    critical path (ns), the communication exposed beyond it (ns), the bytes its transfers
+    move and those that cross segments."""
+    start, end = run.stage_start_ns, run.stage_end_ns
+    xs = dag.xfer_stage
+    moved = dag.size_bytes * dag.repeat[xs]
     comp = np.where(dag.stage_kind == COMPUTE, dag.duration_ns, 0.0)
     _, comp_end = dag.critical_path_ns(comp)
     seg = f.nodes.segment
@@ -126,17 +178,21 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
         j_rows["comm_bytes"].append(float(moved[mine].sum()) / iterations[j])
         j_rows["cross_segment_bytes"].append(float(moved[mine & cross_seg].sum())
                                              / iterations[j])
-    jobs: Table = {k: np.array(v, dtype=object if k == "job" else None)
-                   for k, v in j_rows.items()}
+    return {k: np.array(v, dtype=object if k == "job" else None) for k, v in j_rows.items()}
 
-    # ---- links (arcs that carried traffic)
+
+def _links_table(f: Fabric, run: FlowRun, groups: np.ndarray, gnames: list[str],
+                 makespan: float) -> Table:
+    """One row per arc (link direction) that carried traffic: its tier, capacity (Gb/s),
+    bytes, mean utilization over the makespan (``makespan`` ns), peak utilization and
+    how many transfers it was the bottleneck of."""
+    names = f.nodes.name
     src_n, dst_n, cap = f.arcs
-    groups, gnames = arc_groups(f)
     used = np.flatnonzero(run.arc_bytes > 0)
     bott = run.xfer_bottleneck_arc
     bott_count = np.bincount(bott[bott >= 0], minlength=len(cap))
     denom = cap[used] / 8.0 * makespan
-    links: Table = {
+    return {
         "link": used // 2,
         "direction": np.where(used % 2 == 0, "up", "down").astype(object),
         "from": names[src_n[used]].astype(object),
@@ -150,7 +206,17 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
         "bottleneck_of": bott_count[used],
     }
 
-    # ---- transfers
+
+def _transfers_table(f: Fabric, dag: TransferDAG, run: FlowRun, groups: np.ndarray,
+                     gnames: list[str]) -> Table:
+    """One row per transfer: stage, job, collective, GPUs, size (bytes), repeats, start
+    and delivery (ns), lowest rate (Gb/s) and the arc that set it (name and tier; "" when
+    none)."""
+    names = f.nodes.name
+    src_n, dst_n, cap = f.arcs
+    xs = dag.xfer_stage
+    xjob = dag.stage_job[xs]
+    bott = run.xfer_bottleneck_arc
     arc_name = np.full(len(cap), "", dtype=object)
     bu = np.unique(bott[bott >= 0])
     arc_name[bu] = [f"{names[src_n[a]]} -> {names[dst_n[a]]}" for a in bu]
@@ -171,9 +237,13 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
             groups[np.maximum(bott, 0)]], "") if len(bott) else np.zeros(0, object),
     }
     transfers["bottleneck"] = np.where(bott >= 0, transfers["bottleneck"], "")
+    return transfers
 
-    # ---- utilization timeline per tier (links that carried traffic)
-    g_cap = np.bincount(groups[used], weights=cap[used] / 8.0, minlength=len(gnames))
+
+def _timeline_table(run: FlowRun, g_cap: np.ndarray, gnames: list[str]) -> Table:
+    """The utilization timeline: per interval (start, end in ns) the utilization of each
+    tier's links that carried traffic (``g_cap``: their capacity per tier, bytes per ns;
+    a tier with none has no column)."""
     tl = run.timeline_ns
     dt = (tl[:, 1] - tl[:, 0]) if len(tl) else np.zeros(0)
     tg = run.timeline_group_bytes
@@ -184,50 +254,43 @@ def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: Flow
                        "end_ns": tl[:, 1] if len(tl) else np.zeros(0)}
     for gi in np.flatnonzero(g_cap > 0):
         timeline[gnames[gi].replace(" ", "_") + "_util"] = util[:, gi]
+    return timeline
 
-    # ---- summary
+
+def _tier_summary(links: Table, link_group: np.ndarray, g_cap: np.ndarray,
+                  gnames: list[str]) -> dict[str, dict[str, Any]]:
+    """Per tier with links that carried traffic (``link_group``: the tier of each row of
+    ``links``): how many, their mean utilization (mean, p50, p99) and highest peak."""
     tiers = {}
     for gi in np.flatnonzero(g_cap > 0):
-        sel = groups[used] == gi
+        sel = link_group == gi
         mu, pu = links["mean_util"][sel], links["peak_util"][sel]
         tiers[gnames[gi]] = {"links": int(sel.sum()), "mean_util": float(mu.mean()),
                              "p50_mean_util": _pct(mu, 50), "p99_mean_util": _pct(mu, 99),
                              "max_peak_util": float(pu.max())}
+    return tiers
+
+
+def _slowest_transfers(run: FlowRun, transfers: Table) -> list[dict[str, Any]]:
+    """The 10 transfers with the lowest rate (Gb/s) and the link that held each back."""
     order = np.argsort(np.where(np.isnan(run.xfer_min_rate_gbps), np.inf,
                                 run.xfer_min_rate_gbps), kind="stable")[:10]
-    slowest = [{"src": str(transfers["src_gpu"][i]), "dst": str(transfers["dst_gpu"][i]),
-                "job": str(transfers["job"][i]),
-                "min_rate_gbps": float(run.xfer_min_rate_gbps[i]),
-                "bottleneck": str(transfers["bottleneck"][i]),
-                "tier": str(transfers["bottleneck_tier"][i])} for i in order]
+    return [{"src": str(transfers["src_gpu"][i]), "dst": str(transfers["dst_gpu"][i]),
+             "job": str(transfers["job"][i]),
+             "min_rate_gbps": float(run.xfer_min_rate_gbps[i]),
+             "bottleneck": str(transfers["bottleneck"][i]),
+             "tier": str(transfers["bottleneck_tier"][i])} for i in order]
+
+
+def _hot_links(links: Table) -> list[dict[str, Any]]:
+    """Up to 10 links that were the bottleneck of the most transfers, with their
+    utilization."""
     hot = np.argsort(-links["bottleneck_of"], kind="stable")[:10]
-    hot_links = [{"link": f"{links['from'][i]} -> {links['to'][i]}",
-                  "tier": str(links["tier"][i]), "bottleneck_of": int(links["bottleneck_of"][i]),
-                  "mean_util": float(links["mean_util"][i]),
-                  "peak_util": float(links["peak_util"][i])}
-                 for i in hot if links["bottleneck_of"][i] > 0]
-    top_colls = [i for i in range(nc) if coll[i].job < 0] or list(range(min(nc, 20)))
-    summary: dict[str, Any] = {
-        "scenario": scenario, "sim": sim, "fabric": f.name, "makespan_ns": makespan,
-        "collectives": [{k: _py(collectives[k][i]) for k in collectives} for i in top_colls],
-        # how many there are in all (the list above may hold the first few only; the
-        # collectives table has every one)
-        "collectives_total": nc,
-        "jobs": [{k: _py(jobs[k][i]) for k in jobs} for i in range(nj)],
-        "tiers": tiers, "slowest_transfers": slowest, "hot_links": hot_links,
-        "two_port": two_port_imbalance(f, run.arc_bytes),
-        "finished": bool(valid.all()),
-        "transfers_undelivered": int((~done_x).sum()),
-        "engine": {"events": run.events, "rate_solves": run.rate_solves,
-                   "repetitions_reused": run.reps_skipped, "stages": dag.n_stages,
-                   "transfers": dag.n_transfers},
-    }
-    if extra:
-        summary.update(extra)
-    return SimResult(scenario, sim, f.name, makespan,
-                     {"collectives": collectives, "jobs": jobs, "transfers": transfers,
-                      "links": links, "timeline": timeline}, summary,
-                     meta={"two_port_ratios": two_port_ratios(f, run.arc_bytes)})
+    return [{"link": f"{links['from'][i]} -> {links['to'][i]}",
+             "tier": str(links["tier"][i]), "bottleneck_of": int(links["bottleneck_of"][i]),
+             "mean_util": float(links["mean_util"][i]),
+             "peak_util": float(links["peak_util"][i])}
+            for i in hot if links["bottleneck_of"][i] > 0]
 
 
 def collective_links(f: Fabric, dag: TransferDAG, paths: Paths, xfer_conn: np.ndarray

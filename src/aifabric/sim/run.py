@@ -115,103 +115,140 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     pinned: dict[tuple[int, int], PinnedPath] = {}
     chakra: dict[str, Any] | None = None
     try:
-        for i, js in enumerate(scn.jobs):
-            where = f"jobs[{i}]"
-            par = js.parallel
-            n_par = par.dp * par.tp * par.pp
-            count = js.gpus if isinstance(js.gpus, int) else len(js.gpus)
-            if n_par != count:
-                problems.append(Problem(f"{where}.parallel", f"dp x tp x pp = {par.dp} x "
-                                        f"{par.tp} x {par.pp} = {n_par} does not match the "
-                                        f"job's {count} GPUs"))
-            if par.dp % par.ep:
-                problems.append(Problem(f"{where}.parallel.ep", f"ep {par.ep} must divide "
-                                        f"dp {par.dp}"))
-            if js.dp_algorithm == "halving_doubling" and par.dp & (par.dp - 1):
-                problems.append(Problem(f"{where}.dp_algorithm", "halving_doubling needs a "
-                                        f"power-of-two dp (got {par.dp})"))
-            pos = _select(pool, js, where, taken, seed + i, problems)
-            if pos is None or problems:
-                continue
-            name = js.name or f"job{i}"
-            if js.dp_algorithm == "hierarchical":
-                ok = _same_locals(pool, pos.reshape(par.pp, par.dp, par.tp), par)
-                if not ok:
-                    problems.append(Problem(f"{where}.dp_algorithm", "hierarchical needs the "
-                                            "DP group of every TP rank on whole hosts"))
-                    continue
-            fwd = js.compute.fwd_ms_per_layer * 1e6
-            bwd = (js.compute.bwd_ms_per_layer * 1e6 if js.compute.bwd_ms_per_layer
-                   is not None else 2 * fwd)
-            m = js.model
-            model = JobModel(name=name, dp=par.dp, tp=par.tp, pp=par.pp, ep=par.ep,
-                             params=m.params, layers=m.layers, hidden=m.hidden,
-                             seq_len=m.seq_len, micro_batch=m.micro_batch,
-                             micro_batches=js.micro_batches,
-                             bytes_per_value=m.bytes_per_value, moe_every=m.moe_every,
-                             top_k=m.top_k, fwd_ns_per_layer=fwd, bwd_ns_per_layer=bwd,
-                             buckets=js.buckets, dp_algorithm=js.dp_algorithm,
-                             channels=js.channels, iterations=js.iterations)
-            b.job = len(b.jobs)
-            b.jobs.append(name)
-            add_job(b, model, pool.node[pos], pool.host[pos], pool.local[pos])
-            job_gpus.append(pool.node[pos])
-            iters.append(js.iterations)
-        b.job = -1
-        for i, cs in enumerate(scn.collectives):
-            where = f"collectives[{i}]"
-            pos = _select(pool, cs, where, taken, seed + 1000 + i, problems)
-            if pos is None:
-                continue
-            n = len(pos)
-            algo = cs.algorithm
-            if algo == "halving_doubling" and n & (n - 1):
-                problems.append(Problem(f"{where}.algorithm", f"halving_doubling needs a "
-                                        f"power-of-two GPU count (got {n})"))
-                continue
-            if algo == "hierarchical" and not _whole_hosts(pool, pos):
-                problems.append(Problem(f"{where}.algorithm", "hierarchical needs the same "
-                                        "GPUs on every host"))
-                continue
-            peers = None
-            if cs.op == "p2p":
-                if cs.peers is None or len(cs.peers) != n or min(cs.peers) < 0 \
-                        or max(cs.peers) >= n:
-                    problems.append(Problem(f"{where}.peers", f"p2p needs one peer per GPU "
-                                            f"({n}), each a position 0..{n - 1}"))
-                    continue
-                peers = pool.node[pos][np.array(cs.peers)]
-            if not 0 <= cs.root < n:
-                problems.append(Problem(f"{where}.root", f"allowed: 0..{n - 1}"))
-                continue
-            if problems:
-                continue
-            deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
-            for r in range(cs.repeat):
-                name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
-                deps = add_collective(b, cs.op, pool.node[pos], cs.size_bytes, algorithm=algo,
-                                      channels=cs.channels, host=pool.host[pos],
-                                      local=pool.local[pos], peers=peers, root=cs.root,
-                                      chunk_bytes=cs.chunk_bytes, deps=deps, name=name)
-            coll_gpus.append(pool.node[pos])
+        _add_jobs(b, scn, pool, taken, seed, problems, job_gpus, iters)
+        _add_collectives(b, scn, pool, taken, seed, problems, coll_gpus)
         if scn.workload is not None and not problems:
             chakra = _add_chakra(b, scn, pool, taken, seed, problems, job_gpus, iters)
     finally:
         _NAMES.pop(id(pool), None)
-        for i, pat in enumerate(scn.traffic):
-            _add_traffic(b, scn, f, i, pat, problems, pinned)
+    # the traffic patterns only once placement went through without raising: an exception
+    # above reaches the caller as it was raised, not masked by one from the traffic
+    for i, pat in enumerate(scn.traffic):
+        _add_traffic(b, scn, f, i, pat, problems, pinned)
     if problems:
         raise SpecError(problems)
     if not scn.jobs and not scn.collectives and not scn.traffic and scn.workload is None:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
-    notes = []
-    if chakra is not None:
-        notes = [f"trace {chakra['trace']}: {n:,} {what} node(s) not modelled (kept as "
-                 "zero-time steps; their dependencies are kept)"
-                 for what, n in chakra["unsupported"].items()]
-    return Workload(b.build(), job_gpus, iters, coll_gpus, pinned, notes=notes,
+    return Workload(b.build(), job_gpus, iters, coll_gpus, pinned, notes=_chakra_notes(chakra),
                     chakra=chakra)
+
+
+def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray, seed: int,
+              problems: list[Problem], job_gpus: list[np.ndarray], iters: list[int]) -> None:
+    """Place the scenario's jobs (``jobs[i]`` with seed ``seed + i``) and add each to ``b``
+    as one job; their GPUs (fabric node ids) go into ``job_gpus``, their iteration counts
+    into ``iters``. A job with a problem (appended to ``problems``) adds nothing, and no
+    job is added after the first problem."""
+    for i, js in enumerate(scn.jobs):
+        where = f"jobs[{i}]"
+        par = js.parallel
+        _check_parallel(js, where, problems)
+        pos = _select(pool, js, where, taken, seed + i, problems)
+        if pos is None or problems:
+            continue
+        name = js.name or f"job{i}"
+        if js.dp_algorithm == "hierarchical":
+            ok = _same_locals(pool, pos.reshape(par.pp, par.dp, par.tp), par)
+            if not ok:
+                problems.append(Problem(f"{where}.dp_algorithm", "hierarchical needs the "
+                                        "DP group of every TP rank on whole hosts"))
+                continue
+        b.job = len(b.jobs)
+        b.jobs.append(name)
+        add_job(b, _job_model(js, name), pool.node[pos], pool.host[pos], pool.local[pos])
+        job_gpus.append(pool.node[pos])
+        iters.append(js.iterations)
+    b.job = -1
+
+
+def _check_parallel(js: JobSpec, where: str, problems: list[Problem]) -> None:
+    """The job's parallel layout against its GPU count and DP algorithm (problems named
+    ``<where>.parallel``, ``.parallel.ep``, ``.dp_algorithm``)."""
+    par = js.parallel
+    n_par = par.dp * par.tp * par.pp
+    count = js.gpus if isinstance(js.gpus, int) else len(js.gpus)
+    if n_par != count:
+        problems.append(Problem(f"{where}.parallel", f"dp x tp x pp = {par.dp} x "
+                                f"{par.tp} x {par.pp} = {n_par} does not match the "
+                                f"job's {count} GPUs"))
+    if par.dp % par.ep:
+        problems.append(Problem(f"{where}.parallel.ep", f"ep {par.ep} must divide "
+                                f"dp {par.dp}"))
+    if js.dp_algorithm == "halving_doubling" and par.dp & (par.dp - 1):
+        problems.append(Problem(f"{where}.dp_algorithm", "halving_doubling needs a "
+                                f"power-of-two dp (got {par.dp})"))
+
+
+def _job_model(js: JobSpec, name: str) -> JobModel:
+    """The job spec as the workload model takes it: compute times per layer in ns (given
+    in ms; backward twice forward when not given)."""
+    par = js.parallel
+    fwd = js.compute.fwd_ms_per_layer * 1e6
+    bwd = (js.compute.bwd_ms_per_layer * 1e6 if js.compute.bwd_ms_per_layer
+           is not None else 2 * fwd)
+    m = js.model
+    return JobModel(name=name, dp=par.dp, tp=par.tp, pp=par.pp, ep=par.ep,
+                    params=m.params, layers=m.layers, hidden=m.hidden,
+                    seq_len=m.seq_len, micro_batch=m.micro_batch,
+                    micro_batches=js.micro_batches,
+                    bytes_per_value=m.bytes_per_value, moe_every=m.moe_every,
+                    top_k=m.top_k, fwd_ns_per_layer=fwd, bwd_ns_per_layer=bwd,
+                    buckets=js.buckets, dp_algorithm=js.dp_algorithm,
+                    channels=js.channels, iterations=js.iterations)
+
+
+def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray,
+                     seed: int, problems: list[Problem], coll_gpus: list[np.ndarray]) -> None:
+    """Place the scenario's collectives (``collectives[i]`` with seed ``seed + 1000 + i``)
+    and add each, ``repeat`` times in a row after its start delay (``start_ms``), to
+    ``b``; their GPUs (fabric node ids) go into ``coll_gpus``. Nothing is added once a
+    problem (appended to ``problems``) was found."""
+    for i, cs in enumerate(scn.collectives):
+        where = f"collectives[{i}]"
+        pos = _select(pool, cs, where, taken, seed + 1000 + i, problems)
+        if pos is None:
+            continue
+        n = len(pos)
+        algo = cs.algorithm
+        if algo == "halving_doubling" and n & (n - 1):
+            problems.append(Problem(f"{where}.algorithm", f"halving_doubling needs a "
+                                    f"power-of-two GPU count (got {n})"))
+            continue
+        if algo == "hierarchical" and not _whole_hosts(pool, pos):
+            problems.append(Problem(f"{where}.algorithm", "hierarchical needs the same "
+                                    "GPUs on every host"))
+            continue
+        peers = None
+        if cs.op == "p2p":
+            if cs.peers is None or len(cs.peers) != n or min(cs.peers) < 0 \
+                    or max(cs.peers) >= n:
+                problems.append(Problem(f"{where}.peers", f"p2p needs one peer per GPU "
+                                        f"({n}), each a position 0..{n - 1}"))
+                continue
+            peers = pool.node[pos][np.array(cs.peers)]
+        if not 0 <= cs.root < n:
+            problems.append(Problem(f"{where}.root", f"allowed: 0..{n - 1}"))
+            continue
+        if problems:
+            continue
+        deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
+        for r in range(cs.repeat):
+            name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
+            deps = add_collective(b, cs.op, pool.node[pos], cs.size_bytes, algorithm=algo,
+                                  channels=cs.channels, host=pool.host[pos],
+                                  local=pool.local[pos], peers=peers, root=cs.root,
+                                  chunk_bytes=cs.chunk_bytes, deps=deps, name=name)
+        coll_gpus.append(pool.node[pos])
+
+
+def _chakra_notes(chakra: dict[str, Any] | None) -> list[str]:
+    """What the results say about a Chakra trace: one note per node type not modelled."""
+    if chakra is None:
+        return []
+    return [f"trace {chakra['trace']}: {n:,} {what} node(s) not modelled (kept as "
+            "zero-time steps; their dependencies are kept)"
+            for what, n in chakra["unsupported"].items()]
 
 
 def _add_chakra(b: DAGBuilder, scn: SimScenario, f_pool: GpuPool, taken: np.ndarray,

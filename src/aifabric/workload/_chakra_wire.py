@@ -181,8 +181,23 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
             return -1
     if a_start < 0 or v_kind == 0:
         return 0
-    # which attribute is it?
-    col = -1
+    col = _attr_column(buf, a_start, a_len, tab, lens)
+    if col < 0:
+        return 0
+    if (v_kind == K_STR) != (col == len(lens) - 1):  # pg_name (last) a string, the rest
+        return -1  # numbers; anything else: the protobuf reader decides
+    if v_kind == K_STR:
+        return _store_string(buf, v_pos, v_len, ival, fval, has, i, col)
+    _store_number(v_kind, v_int, ival, fval, i, col)
+    has[i, col] = True
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _attr_column(buf: np.ndarray, a_start: int, a_len: int, tab: np.ndarray,
+                 lens: np.ndarray) -> int:
+    """Which known attribute the name ``buf[a_start:a_start + a_len]`` is: its row of
+    ``tab`` (names as bytes, ``lens`` their lengths), or -1."""
     for c in range(tab.shape[0]):
         if lens[c] != a_len:
             continue
@@ -192,22 +207,32 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
                 same = False
                 break
         if same:
-            col = c
-            break
-    if col < 0:
-        return 0
-    if (v_kind == K_STR) != (col == len(lens) - 1):  # pg_name (last) a string, the rest
-        return -1  # numbers; anything else: the protobuf reader decides
-    if v_kind == K_STR:  # FNV-1a of the bytes; the position of the first for the name
-        if v_len >= 65536:
-            return -1
-        h = np.uint64(14695981039346656037)
-        for k in range(v_len):
-            h = (h ^ np.uint64(buf[v_pos + k])) * np.uint64(1099511628211)
-        ival[i, col] = np.int64(h)
-        fval[i, col] = float(v_pos) * 65536.0 + float(v_len)
-        has[i, col] = True
-        return 0
+            return c
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store_string(buf: np.ndarray, v_pos: int, v_len: int, ival: np.ndarray,
+                  fval: np.ndarray, has: np.ndarray, i: int, col: int) -> int:
+    """A string value of node i's attribute ``col``: FNV-1a of its bytes in ``ival``, its
+    position (offset x 65536 + length) in ``fval``. -1 when 64 KiB or longer."""
+    if v_len >= 65536:
+        return -1
+    h = np.uint64(14695981039346656037)
+    for k in range(v_len):
+        h = (h ^ np.uint64(buf[v_pos + k])) * np.uint64(1099511628211)
+    ival[i, col] = np.int64(h)
+    fval[i, col] = float(v_pos) * 65536.0 + float(v_len)
+    has[i, col] = True
+    return 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store_number(v_kind: int, v_int: np.uint64, ival: np.ndarray, fval: np.ndarray,
+                  i: int, col: int) -> None:
+    """A numeric value of node i's attribute ``col``, decoded from its wire bits
+    ``v_int`` by kind (varint, zigzag, fixed or float, 32 or 64 bits): as an integer in
+    ``ival`` (floats truncated; 0 when out of int64 range) and as a float in ``fval``."""
     if v_kind == K_VARINT:
         iv = np.int64(v_int)
         ival[i, col] = iv
@@ -237,8 +262,6 @@ def _attr(buf: np.ndarray, pos: int, end: int, name_field: int, kinds: np.ndarra
         iv = np.int64(np.int32(np.uint32(v_int)))
         ival[i, col] = iv
         fval[i, col] = float(iv)
-    has[i, col] = True
-    return 0
 
 
 @njit(cache=True, nogil=True)

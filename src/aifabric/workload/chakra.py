@@ -655,18 +655,70 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
     """Add ``trace`` to the DAGBuilder ``b`` with rank r on GPU ``gpus[r]`` (``host``,
     ``local``: its host and index in the host, for rail-aware rings). SpecError when the
     ranks' graphs do not match up (collective counts, sizes, unmatched sends)."""
-    from aifabric.workload.collectives import add_collective
-
-    R = trace.n_ranks
     graphs = trace.graphs
     C = len(graphs)
     members_of = [np.flatnonzero(trace.rank_class == c) for c in range(C)]
     off = np.zeros(C + 1, dtype=np.int64)
     np.cumsum([g.n for g in graphs], out=off[1:])
     K = int(off[-1])
-    P = "workload"
 
-    # ---- process groups: name -> member ranks
+    gmembers = _process_groups(trace, groups, members_of)
+    # units: their kind, the class-nodes whose parents they wait for, and the unit whose
+    # end ends each class-node (rep)
+    units = _Units(np.full(K, -1, dtype=np.int64))
+    _add_local_units(units, graphs, off, gpu_tflops)
+    _add_coll_units_all(units, trace, gmembers, off)
+    n_p2p = _add_p2p_units(units, trace, members_of, off)
+    assert (units.rep >= 0).all()
+    _check_rows(units.ukind, units.uinfo, n_p2p, channels, sim, qps)
+
+    U = len(units.ukind)
+    eu, ev = _unit_edges(units, graphs, off)
+    order = _topo(U, eu, ev)
+    stage_of, n_coll = _emit_stages(b, units, order, eu, ev, graphs, members_of, gpus, host,
+                                    local, channels, name)
+    node_stage = [stage_of[units.rep[off[c]:off[c + 1]]] for c in range(C)]
+    sinks = np.setdiff1d(np.arange(U), ev)  # units nothing waits for
+    last = b.barrier(stage_of[sinks], label=f"{name} end")
+    return ChakraMapping(trace=trace, last_stage=last, node_stage=node_stage,
+                         stages=b.n_stages, collectives=n_coll, transfers_p2p=n_p2p)
+
+
+@dataclass
+class _Units:
+    """The units a trace compiles to (one stage each, or a collective's stages): their
+    kind and details (``ukind``, ``uinfo``); ``feed_u[i]`` waits for the parents of the
+    class-nodes ``feed_k[i]`` (concatenated node index over classes); ``extra_u[j]`` waits
+    for unit ``extra_v[j]``; ``rep[k]``: the unit whose end ends class-node k."""
+
+    rep: np.ndarray
+    ukind: list[int] = field(default_factory=list)
+    uinfo: list[Any] = field(default_factory=list)
+    feed_u: list[np.ndarray] = field(default_factory=list)
+    feed_k: list[np.ndarray] = field(default_factory=list)
+    extra_u: list[int] = field(default_factory=list)
+    extra_v: list[int] = field(default_factory=list)
+
+    def new(self, kind: int, info: Any) -> int:
+        """A new unit of ``kind``; its index."""
+        self.ukind.append(kind)
+        self.uinfo.append(info)
+        return len(self.ukind) - 1
+
+
+def _coll_ok(g: RankGraph) -> np.ndarray:
+    """Which nodes of ``g`` have a collective type that is modelled."""
+    return np.isin(g.comm_type, list(COLL_OPS))
+
+
+def _process_groups(trace: ChakraTrace, groups: dict[str, list[int]] | None,
+                    members_of: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Every process group of the trace (by name, sorted) and its member ranks: as listed
+    in ``groups`` (comm_groups), else the ranks that run collectives on it. SpecError for
+    a group missing from a given list, a rank out of range, a user not a member."""
+    P = "workload"
+    R = trace.n_ranks
+    graphs = trace.graphs
     names = sorted({nm for g in graphs for nm in g.pg_names})
     users: dict[str, set[int]] = {nm: set() for nm in names}
     for c, g in enumerate(graphs):
@@ -691,29 +743,17 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
             raise SpecError(Problem(f"{P}.comm_groups", f"rank {stray[0]} runs collectives "
                                     f"on group {nm!r} but is not a member"))
         gmembers[nm] = arr
+    return gmembers
 
-    # ---- units: their kind, the class-nodes whose parents they wait for, and the unit
-    # whose end ends each class-node (rep)
-    ukind: list[int] = []
-    uinfo: list[Any] = []
-    feed_u: list[np.ndarray] = []
-    feed_k: list[np.ndarray] = []
-    extra_u: list[int] = []
-    extra_v: list[int] = []
-    rep = np.full(K, -1, dtype=np.int64)
 
-    def new_unit(kind: int, info: Any) -> int:
-        ukind.append(kind)
-        uinfo.append(info)
-        return len(ukind) - 1
-
-    def coll_ok(g: RankGraph) -> np.ndarray:
-        return np.isin(g.comm_type, list(COLL_OPS))
-
-    # local units (compute, and every node that is not communication): vectorised
+def _add_local_units(units: _Units, graphs: list[RankGraph], off: np.ndarray,
+                     gpu_tflops: float | None) -> None:
+    """One unit per node that is not communication (vectorised per class): compute nodes
+    take their duration in ns (from ``num_ops`` at ``gpu_tflops`` when given and known,
+    else the traced duration), the others none."""
     for c, g in enumerate(graphs):
         t = g.ntype
-        is_local = ~((t == COLL) & coll_ok(g)) & ~((t == SEND) & (g.dst >= 0)) \
+        is_local = ~((t == COLL) & _coll_ok(g)) & ~((t == SEND) & (g.dst >= 0)) \
             & ~((t == RECV) & (g.src >= 0))
         pos = np.flatnonzero(is_local)
         if not len(pos):
@@ -724,17 +764,21 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
         else:
             d_ns = g.duration_us * 1e3
         d_ns = np.where(t == COMP, d_ns, 0.0)
-        first = len(ukind)
-        ukind.extend([_LOCAL] * len(pos))
-        uinfo.extend(zip([c] * len(pos), d_ns[pos].tolist(), strict=True))
+        first = len(units.ukind)
+        units.ukind.extend([_LOCAL] * len(pos))
+        units.uinfo.extend(zip([c] * len(pos), d_ns[pos].tolist(), strict=True))
         ids = np.arange(first, first + len(pos), dtype=np.int64)
-        rep[off[c] + pos] = ids
-        feed_u.append(ids)
-        feed_k.append(off[c] + pos)
+        units.rep[off[c] + pos] = ids
+        units.feed_u.append(ids)
+        units.feed_k.append(off[c] + pos)
 
-    # collectives: the k-th of group G on each member rank is one unit
-    for nm in names:
-        mem = gmembers[nm]
+
+def _add_coll_units_all(units: _Units, trace: ChakraTrace, gmembers: dict[str, np.ndarray],
+                        off: np.ndarray) -> None:
+    """Collectives: the k-th of group G on each member rank is one unit; then those with
+    no process group, over the whole trace."""
+    graphs = trace.graphs
+    for nm, mem in gmembers.items():
         if not len(mem):
             continue
         seqs: dict[int, np.ndarray] = {}
@@ -744,18 +788,25 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
                 seqs[int(c)] = np.zeros(0, dtype=np.int64)
                 continue
             gi = g.pg_names.index(nm)
-            seqs[int(c)] = np.flatnonzero((g.ntype == COLL) & (g.pg == gi) & coll_ok(g))
-        _add_coll_units(nm, mem, seqs, graphs, off, trace.rank_class, new_unit, rep,
-                        feed_u, feed_k)
-    # collectives with no process group: the whole trace
-    world = np.arange(R, dtype=np.int64)
-    seqs = {c: np.flatnonzero((g.ntype == COLL) & (g.pg < 0) & coll_ok(g))
+            seqs[int(c)] = np.flatnonzero((g.ntype == COLL) & (g.pg == gi) & _coll_ok(g))
+        _add_coll_units(nm, mem, seqs, graphs, off, trace.rank_class, units.new, units.rep,
+                        units.feed_u, units.feed_k)
+    world = np.arange(trace.n_ranks, dtype=np.int64)
+    seqs = {c: np.flatnonzero((g.ntype == COLL) & (g.pg < 0) & _coll_ok(g))
             for c, g in enumerate(graphs)}
     if any(len(s) for s in seqs.values()):
-        _add_coll_units("(world)", world, seqs, graphs, off, trace.rank_class, new_unit,
-                        rep, feed_u, feed_k)
+        _add_coll_units("(world)", world, seqs, graphs, off, trace.rank_class, units.new,
+                        units.rep, units.feed_u, units.feed_k)
 
-    # point to point: one unit per send class-node; receives join the sends they match
+
+def _add_p2p_units(units: _Units, trace: ChakraTrace, members_of: list[np.ndarray],
+                   off: np.ndarray) -> int:
+    """Point to point: one unit per send class-node; each receive joins the sends it
+    matches (by source, destination and tag, in order). Returns the sends counted per
+    rank. SpecError for a peer out of range or a send or receive without its match."""
+    P = "workload"
+    R = trace.n_ranks
+    graphs = trace.graphs
     sends: dict[tuple[int, int, int], list[int]] = {}
     n_p2p = 0
     for c, g in enumerate(graphs):
@@ -765,15 +816,33 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
                 raise SpecError(Problem(f"{P}.ranks", f"rank {int(members_of[c][0])} sends to "
                                         f"rank {d} but the placement has {R} ranks; allowed: "
                                         f"ranks >= {d + 1}"))
-            u = new_unit(_SEND, (c, i))
-            rep[off[c] + i] = u
-            feed_u.append(np.array([u]))
-            feed_k.append(np.array([off[c] + i]))
+            u = units.new(_SEND, (c, i))
+            units.rep[off[c] + i] = u
+            units.feed_u.append(np.array([u]))
+            units.feed_k.append(np.array([off[c] + i]))
             for r in members_of[c].tolist():
                 sends.setdefault((r, d, int(g.tag[i])), []).append(u)
                 n_p2p += 1
+    used = _match_receives(units, trace, members_of, off, sends)
+    for key, lst in sends.items():
+        if used.get(key, 0) < len(lst):
+            raise SpecError(Problem(f"{P}.chakra", f"rank {key[0]} sends to rank {key[1]} "
+                                    f"(tag {key[2]}) {len(lst)} time(s), rank {key[1]} "
+                                    f"receives {used.get(key, 0)}; allowed: a matching "
+                                    "receive for every send"))
+    return n_p2p
+
+
+def _match_receives(units: _Units, trace: ChakraTrace, members_of: list[np.ndarray],
+                    off: np.ndarray, sends: dict[tuple[int, int, int], list[int]]
+                    ) -> dict[tuple[int, int, int], int]:
+    """Each receive class-node waits for the send units it matches on its member ranks
+    (a join unit when they differ). Returns how many sends of each (source, destination,
+    tag) were matched."""
+    P = "workload"
+    R = trace.n_ranks
     used: dict[tuple[int, int, int], int] = {}
-    for c, g in enumerate(graphs):
+    for c, g in enumerate(trace.graphs):
         for i in np.flatnonzero((g.ntype == RECV) & (g.src >= 0)).tolist():
             s = int(g.src[i])
             if s >= R:
@@ -794,32 +863,30 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
                 matched.append(lst[k])
             uniq = sorted(set(matched))
             for u in uniq:
-                feed_u.append(np.array([u]))
-                feed_k.append(np.array([off[c] + i]))
+                units.feed_u.append(np.array([u]))
+                units.feed_k.append(np.array([off[c] + i]))
             if len(uniq) == 1:
-                rep[off[c] + i] = uniq[0]
+                units.rep[off[c] + i] = uniq[0]
             else:
-                j = new_unit(_JOIN, None)
-                rep[off[c] + i] = j
-                extra_u.extend([j] * len(uniq))
-                extra_v.extend(uniq)
-    for key, lst in sends.items():
-        if used.get(key, 0) < len(lst):
-            raise SpecError(Problem(f"{P}.chakra", f"rank {key[0]} sends to rank {key[1]} "
-                                    f"(tag {key[2]}) {len(lst)} time(s), rank {key[1]} "
-                                    f"receives {used.get(key, 0)}; allowed: a matching "
-                                    "receive for every send"))
-    assert (rep >= 0).all()
-    _check_rows(ukind, uinfo, n_p2p, channels, sim, qps)
+                j = units.new(_JOIN, None)
+                units.rep[off[c] + i] = j
+                units.extra_u.extend([j] * len(uniq))
+                units.extra_v.extend(uniq)
+    return used
 
-    # ---- edges unit -> unit it waits for
-    U = len(ukind)
-    fu = np.concatenate(feed_u) if feed_u else np.zeros(0, np.int64)
-    fk = np.concatenate(feed_k) if feed_k else np.zeros(0, np.int64)
+
+def _unit_edges(units: _Units, graphs: list[RankGraph], off: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The edges unit ``eu`` waits for unit ``ev``, without self-loops or duplicates,
+    sorted by ``eu`` then ``ev``."""
+    U = len(units.ukind)
+    rep = units.rep
+    fu = np.concatenate(units.feed_u) if units.feed_u else np.zeros(0, np.int64)
+    fk = np.concatenate(units.feed_k) if units.feed_k else np.zeros(0, np.int64)
     cls = np.searchsorted(off, fk, side="right") - 1
     pos = fk - off[cls]
-    eu_parts = [np.asarray(extra_u, dtype=np.int64)]
-    ev_parts = [np.asarray(extra_v, dtype=np.int64)]
+    eu_parts = [np.asarray(units.extra_u, dtype=np.int64)]
+    ev_parts = [np.asarray(units.extra_v, dtype=np.int64)]
     for c, g in enumerate(graphs):
         sel = cls == c
         if not sel.any():
@@ -835,10 +902,20 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
     ev = np.concatenate(ev_parts)
     keep = eu != ev
     pair = np.unique(eu[keep] * U + ev[keep])
-    eu, ev = pair // U, pair % U
-    order = _topo(U, eu, ev)
+    return pair // U, pair % U
 
-    # ---- emit stages in that order
+
+def _emit_stages(b: Any, units: _Units, order: np.ndarray, eu: np.ndarray, ev: np.ndarray,
+                 graphs: list[RankGraph], members_of: list[np.ndarray], gpus: np.ndarray,
+                 host: np.ndarray, local: np.ndarray, channels: int, name: str
+                 ) -> tuple[np.ndarray, int]:
+    """Add every unit to ``b`` in topological ``order``, after the stages of the units it
+    waits for: compute (ns) or a zero-time step, a join, a collective or a send. Returns
+    each unit's last stage and how many collectives (sends included) were added."""
+    from aifabric.workload.collectives import add_collective
+
+    U = len(units.ukind)
+    ukind, uinfo = units.ukind, units.uinfo
     dptr = np.zeros(U + 1, dtype=np.int64)
     np.cumsum(np.bincount(eu, minlength=U), out=dptr[1:])  # eu sorted: CSR of waits
     stage_of = np.full(U, -1, dtype=np.int64)
@@ -864,27 +941,31 @@ def compile_chakra(b: Any, trace: ChakraTrace, gpus: np.ndarray, host: np.ndarra
                 n_coll += 1
         else:  # _SEND
             c, i = uinfo[u]
-            g = graphs[c]
-            srcs = members_of[c]
-            d = int(g.dst[i])
-            size = float(g.comm_size[i])
-            if size <= 0 or (len(srcs) == 1 and int(srcs[0]) == d):
-                st = b.barrier(deps, label=f"{name} send")
-            else:
-                st = add_collective(b, "p2p", gpus[srcs], size,
-                                    peers=np.full(len(srcs), gpus[d]), deps=deps,
-                                    name=f"{name} send {int(srcs[0])}->{d} tag {int(g.tag[i])}")
-                # a send involves its receiver too: the results' "GPUs" counts both ends
-                # (busbw stays algbw, as nccl-tests' sendrecv)
-                ends = len(np.unique(np.append(gpus[srcs], gpus[d])))
-                b.collectives[-1] = replace(b.collectives[-1], n_gpus=ends)
-                n_coll += 1
+            st, added = _emit_send(b, graphs[c], i, members_of[c], gpus, deps, name)
+            n_coll += added
         stage_of[u] = st
-    node_stage = [stage_of[rep[off[c]:off[c + 1]]] for c in range(C)]
-    sinks = np.setdiff1d(np.arange(U), ev)  # units nothing waits for
-    last = b.barrier(stage_of[sinks], label=f"{name} end")
-    return ChakraMapping(trace=trace, last_stage=last, node_stage=node_stage,
-                         stages=b.n_stages, collectives=n_coll, transfers_p2p=n_p2p)
+    return stage_of, n_coll
+
+
+def _emit_send(b: Any, g: RankGraph, i: int, srcs: np.ndarray, gpus: np.ndarray,
+               deps: np.ndarray, name: str) -> tuple[int, int]:
+    """Send class-node ``i`` of ``g`` from each rank of ``srcs`` as one p2p collective
+    (a zero-time step when empty or to itself). Returns its last stage and 1 if a
+    collective was added, else 0."""
+    from aifabric.workload.collectives import add_collective
+
+    d = int(g.dst[i])
+    size = float(g.comm_size[i])
+    if size <= 0 or (len(srcs) == 1 and int(srcs[0]) == d):
+        return b.barrier(deps, label=f"{name} send"), 0
+    st = add_collective(b, "p2p", gpus[srcs], size,
+                        peers=np.full(len(srcs), gpus[d]), deps=deps,
+                        name=f"{name} send {int(srcs[0])}->{d} tag {int(g.tag[i])}")
+    # a send involves its receiver too: the results' "GPUs" counts both ends
+    # (busbw stays algbw, as nccl-tests' sendrecv)
+    ends = len(np.unique(np.append(gpus[srcs], gpus[d])))
+    b.collectives[-1] = replace(b.collectives[-1], n_gpus=ends)
+    return st, 1
 
 
 def _check_rows(ukind: list[int], uinfo: list[Any], n_p2p: int, channels: int, sim: str,
