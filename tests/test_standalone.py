@@ -202,6 +202,21 @@ def test_allowlist_is_short_and_each_entry_says_why():
         assert key and why and not key.startswith("needs "), key
 
 
+def test_ci_sets_the_switch_and_the_readme_lists_the_allowlist():
+    """.ci/run exports AIFABRIC_REQUIRE_ALL=1; the README's table names exactly the
+    allowlisted reasons, so the documentation cannot drift from tests/_require.py."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert f"export {REQUIRE_ALL}=1" in ci
+    lines = (ROOT / "README.md").read_text().splitlines()
+    head = lines.index("| skip reason starts with | why it may stay a skip |")
+    rows = []
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.split("`")[1])
+    assert rows == list(ALLOWED_SKIPS)
+
+
 def _small_spec(tmp_path: Path, name: str = "small-clos") -> Path:
     from tests.configs.conftest import SMALL
 
