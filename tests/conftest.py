@@ -31,6 +31,7 @@ YANG_SKIP = "needs SONiC YANG validation (AIFABRIC_SONIC_YANG)"
 def need_sonic_yang() -> None:
     """Skip, naming ``AIFABRIC_SONIC_YANG`` and what is missing, unless yanglint and the
     SONiC YANG models are both there (a fresh clone has no models; see README)."""
+    __tracebackhide__ = True
     from aifabric.configs.yang import models_problem
 
     problem = models_problem()

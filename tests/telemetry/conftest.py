@@ -38,6 +38,7 @@ READY_TIMEOUT_S = 30.0
 
 def need_prometheus() -> tuple[str, str]:
     """Paths of ``promtool`` and ``prometheus``; skip (fail under CI) if either is missing."""
+    __tracebackhide__ = True
     found = shutil.which("promtool"), shutil.which("prometheus")
     need("Debian's prometheus package (promtool, prometheus)", None not in found,
          "apt-get install prometheus", flag=REQUIRE_PROMETHEUS)

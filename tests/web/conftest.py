@@ -42,6 +42,7 @@ _URL = re.compile(r"http://127\.0\.0\.1:(\d+)/")
 def need_browser() -> str:
     """The path of the system Chromium, after checking Playwright imports; skip (fail
     under CI) when either is missing."""
+    __tracebackhide__ = True
     path = shutil.which("chromium")
     need("Debian's chromium", path is not None, "apt-get install chromium", flag=REQUIRE_BROWSER)
     try:
