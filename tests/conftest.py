@@ -112,10 +112,10 @@ def pytest_terminal_summary(terminalreporter):
     """"skips by reason": every skip of the run, counted per reason (location dropped),
     each marked allowed or not, so a CI log says at a glance what did not run."""
     skipped = terminalreporter.stats.get("skipped", [])
-    if not skipped:
-        return
     counts = Counter(_skip_reason(r).split("\n")[0] for r in skipped)
     terminalreporter.write_sep("=", f"skips by reason ({len(skipped)})")
+    if not skipped:
+        terminalreporter.write_line("none: every selected test ran")
     for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         tag = "allowed" if allowed(reason) else "NOT allowed under " + REQUIRE_ALL
         terminalreporter.write_line(f"{n:5d}  {reason}  [{tag}]")
