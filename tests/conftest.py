@@ -1,10 +1,13 @@
 """Shared fixtures: the example fabrics (built once per session), a CLI runner, the
-YANG-validation guard and the hypothesis profiles of the fuzz tests."""
+YANG-validation guard, the hypothesis profiles of the fuzz tests, and the hooks of
+``AIFABRIC_REQUIRE_ALL`` (see tests/_require.py): with it set, a skip whose reason is not
+on the allowlist fails, and the run ends with its skips grouped by reason."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 
 from aifabric import build_fabric, load_spec
 from aifabric.topology import Fabric
+from tests._require import REQUIRE_ALL, allowed, need, required
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -27,11 +31,11 @@ YANG_SKIP = "needs SONiC YANG validation (AIFABRIC_SONIC_YANG)"
 def need_sonic_yang() -> None:
     """Skip, naming ``AIFABRIC_SONIC_YANG`` and what is missing, unless yanglint and the
     SONiC YANG models are both there (a fresh clone has no models; see README)."""
+    __tracebackhide__ = True
     from aifabric.configs.yang import models_problem
 
     problem = models_problem()
-    if problem is not None:
-        pytest.skip(f"{YANG_SKIP}: {problem}")
+    need(YANG_SKIP[len("needs "):], problem is None, problem or "", flag=REQUIRE_YANG)
 
 
 # Hypothesis (the fuzz tests in tests/fuzz): the same examples on every run (derandomize:
@@ -52,17 +56,69 @@ else:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def _skip_reason(rep) -> str:
+    """The reason of a skipped report, without pytest's ``Skipped: `` prefix."""
+    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _required_skip(reason: str) -> str | None:
+    """The flag that forbids this skip (``AIFABRIC_REQUIRE_ALL`` unless the reason is on
+    the allowlist; ``AIFABRIC_REQUIRE_YANG`` for a YANG skip), or None."""
+    if required() and not allowed(reason):
+        return REQUIRE_ALL
+    if YANG_SKIP in reason and required(REQUIRE_YANG):
+        return REQUIRE_YANG
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """With ``AIFABRIC_REQUIRE_YANG=1`` a YANG skip is a failure."""
+    """A skip that :func:`_required_skip` forbids is a failure naming its reason (a
+    ``skipif`` mark, a bare ``pytest.skip`` or one inside a dependency included)."""
     outcome = yield
     rep = outcome.get_result()
-    if not rep.skipped or os.environ.get(REQUIRE_YANG, "") in ("", "0"):
+    if not rep.skipped or hasattr(rep, "wasxfail"):
         return
-    reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
-    if YANG_SKIP in reason:
+    reason = _skip_reason(rep)
+    flag = _required_skip(reason)
+    if flag is not None:
         rep.outcome = "failed"
-        rep.longrepr = f"{reason}\n{REQUIRE_YANG}=1: YANG validation is required here"
+        rep.longrepr = f"{reason}\n{flag}=1: {_what(flag)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same for a whole module skipped at collection (``importorskip`` at the top)."""
+    outcome = yield
+    rep = outcome.get_result()
+    if not rep.skipped:
+        return
+    reason = _skip_reason(rep)
+    flag = _required_skip(reason)
+    if flag is not None:
+        rep.outcome = "failed"
+        rep.longrepr = f"{reason}\n{flag}=1: {_what(flag)}"
+
+
+def _what(flag: str) -> str:
+    if flag == REQUIRE_YANG:
+        return "YANG validation is required here"
+    return ("every real part is required here; the allowed skips are in "
+            "tests/_require.py ALLOWED_SKIPS")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """"skips by reason": every skip of the run, counted per reason (location dropped),
+    each marked allowed or not, so a CI log says at a glance what did not run."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    counts = Counter(_skip_reason(r).split("\n")[0] for r in skipped)
+    terminalreporter.write_sep("=", f"skips by reason ({len(skipped)})")
+    if not skipped:
+        terminalreporter.write_line("none: every selected test ran")
+    for reason, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        tag = "allowed" if allowed(reason) else "NOT allowed under " + REQUIRE_ALL
+        terminalreporter.write_line(f"{n:5d}  {reason}  [{tag}]")
 
 
 @cache

@@ -7,15 +7,14 @@ import re
 import subprocess
 import sys
 
-import pytest
-
+from tests._require import require_importorskip
 from tests.conftest import EXAMPLES, ROOT
 
 NOTEBOOK = EXAMPLES / "api.ipynb"
 
 
 def test_the_stored_notebook_has_no_outputs():
-    nbformat = pytest.importorskip("nbformat")
+    nbformat = require_importorskip("nbformat")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert len(code) >= 8
@@ -23,9 +22,9 @@ def test_the_stored_notebook_has_no_outputs():
 
 
 def test_the_notebook_executes_without_errors():
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    pytest.importorskip("ipykernel")
+    nbformat = require_importorskip("nbformat")
+    nbclient = require_importorskip("nbclient")
+    require_importorskip("ipykernel")
     nb = nbformat.read(NOTEBOOK, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(EXAMPLES)}})

@@ -13,6 +13,7 @@ import aifabric as af
 from aifabric.routing.overrides import apply_overrides, check_override_path, scenario_document
 from aifabric.routing.scenario import Scenario, scenario_from_dict
 from aifabric.sim.scenario import SimScenario
+from tests._require import require_importorskip
 from tests.conftest import EXAMPLES, ROOT
 
 SCEN = EXAMPLES / "scenarios"
@@ -346,7 +347,7 @@ def test_a_pickled_scenario_keeps_its_file_folder_and_document():
 def test_numpy_values_are_plain_values():
     """A sweep's grid may hold numpy numbers or arrays: they override like the Python
     values they stand for (same scenario, same hash)."""
-    np = pytest.importorskip("numpy")
+    np = require_importorskip("numpy")
     scn = af.load_scenario(SCEN / "incast-dcqcn.yaml")
     a = scn.with_overrides({"seed": np.int64(3), "packet.pfc.priorities": np.array([3, 4]),
                             "packet.ecn.pmax": np.float64(0.5)})

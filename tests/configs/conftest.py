@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from functools import cache
-
-import pytest
 
 from aifabric import build_fabric
 from aifabric.configs import BuildContext, build_files
 from aifabric.spec import spec_from_dict
 from aifabric.telemetry.monitoring import render_monitoring
+from tests._require import need_tool as _need_tool
 
 #: one small spec per family; lossy QoS on one of them, per-pair ToR ASNs on HPN
 SMALL: dict[str, dict] = {
@@ -67,10 +64,16 @@ def config_dbs(family: str) -> dict[str, dict]:
             if rel.endswith("config_db.json")}
 
 
-def need_tool(name: str) -> None:
-    """Skip when a real tool is missing, except in CI (CI=true), where it must fail."""
-    found = shutil.which(name) is not None or os.access(name, os.X_OK)
-    if not found:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} is required in CI (installed by .ci/run)")
-        pytest.skip(f"{name} not installed")
+#: the package that installs each program these tests run
+PACKAGES = {"vtysh": "Debian package frr", "yanglint": "Debian package libyang2-tools",
+            "ansible-playbook": "ansible-core, the test extra",
+            "ansible-lint": "ansible-lint, the test extra"}
+
+
+def need_tool(name: str) -> str:
+    """The path of a real tool; skip naming it when it is missing, fail instead under
+    ``AIFABRIC_REQUIRE_ALL=1`` or ``CI`` (see tests/_require.py)."""
+    __tracebackhide__ = True
+    package = PACKAGES.get(name, "Debian package frr" if "/frr/" in name else
+                           "Debian package openssh-server" if name.endswith("sshd") else "")
+    return _need_tool(name, package, flag="CI")

@@ -34,6 +34,7 @@ def test_every_frr_conf_passes_the_vtysh_dry_run(family):
 def test_bgpd_accepts_one_switch_of_each_tier(family):
     """bgpd -C executes the config (ASNs, peer groups, neighbours) and names no rejected
     line, for a ToR, an agg and a core."""
+    need_tool("vtysh")  # the bgpd check runs the vtysh dry run first
     need_tool(BGPD)
     confs = _confs(family)
     picks = [next(n for n in sorted(confs) if n.startswith(p)) for p in ("tor", "agg", "core")]

@@ -29,6 +29,7 @@ from aifabric.errors import SpecError
 from aifabric.spec import Spec, spec_from_dict
 from aifabric.spec.models import SwitchRole
 from aifabric.telemetry.monitoring import render_monitoring
+from tests._require import need_tool
 from tests.configs.conftest import FAMILIES, SMALL, small_files
 
 #: every way out of a shell word, an FRR line, JSON, XML, CSV and Markdown
@@ -153,8 +154,7 @@ def test_frr_conf_has_no_injected_line(family: str) -> None:
 
 
 def test_frr_conf_passes_vtysh() -> None:
-    if shutil.which("vtysh") is None:
-        pytest.skip("vtysh not installed (Debian package frr)")
+    need_tool("vtysh", "Debian package frr")
     from aifabric.configs.frrcheck import validate_frr_confs
 
     bad = hostile_files("clos")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aifabric.lab import LabError, preflight
+from tests._require import NEED
 
 try:
     preflight()
@@ -13,5 +14,8 @@ try:
 except LabError as err:
     NO_LAB = str(err)
 
-#: skip a test (or, as ``pytestmark``, a module) where no lab can run, with the reason
-live = pytest.mark.skipif(bool(NO_LAB), reason=f"lab unavailable: {NO_LAB}")
+#: what a live lab needs, as a skip reason names it
+LAB = "a live lab (root, ip netns, FRR)"
+#: skip a test (or, as ``pytestmark``, a module) where no lab can run, with the reason; a
+#: failure under AIFABRIC_REQUIRE_ALL=1 (the hook in tests/conftest.py: not allowlisted)
+live = pytest.mark.skipif(bool(NO_LAB), reason=f"{NEED}{LAB}: {NO_LAB}")

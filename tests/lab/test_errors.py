@@ -7,6 +7,7 @@ import os
 import pytest
 
 from aifabric.lab import _system
+from tests._require import need
 from tests.conftest import EXAMPLES
 
 SPEC = EXAMPLES / "hpn-pod.yaml"
@@ -30,8 +31,7 @@ def test_not_root_is_refused(cli, monkeypatch, tmp_path):
 
 def test_no_ip_netns_is_refused(cli, monkeypatch, tmp_path):
     """An `ip` whose netns support fails (old iproute2, no namespaces) is refused."""
-    if os.geteuid() != 0:
-        pytest.skip("the root check comes first")
+    need("root", os.geteuid() == 0, "the root check comes first")
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "ip").write_text('#!/bin/sh\necho \'Object "netns" is unknown\' >&2\nexit 255\n')
@@ -44,8 +44,7 @@ def test_no_ip_netns_is_refused(cli, monkeypatch, tmp_path):
 
 def test_frr_missing_says_how_to_install(cli, monkeypatch, tmp_path):
     """Without FRR's daemons the error names what is missing and the apt-get command."""
-    if os.geteuid() != 0:
-        pytest.skip("the root check comes first")
+    need("root", os.geteuid() == 0, "the root check comes first")
     monkeypatch.setattr(_system, "FRR_DIR", str(tmp_path / "no-frr"))
     line = _one_line(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
     assert "FRR is not installed" in line and "apt-get install -y frr" in line

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from tests._require import require_importorskip
 from tests.conftest import EXAMPLES
 
 SCEN = EXAMPLES / "scenarios"
@@ -67,7 +68,7 @@ def test_out_writes_link_and_flow_tables_and_a_histogram(cli, tmp_path):
 
 def test_out_parquet(cli, tmp_path):
     """--format parquet writes the same tables as Parquet."""
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require_importorskip("pyarrow.parquet", "pyarrow")
     out = tmp_path / "pq"
     r = cli("route", str(SCEN / "pinned-flows.yaml"), "--out", out, "--format", "parquet")
     assert r.code == 0, r.err

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from aifabric.store import summary_row
+from tests._require import require_importorskip
 from tests.conftest import EXAMPLES
 from tests.sim.packet.nets import FT4
 
@@ -127,7 +128,7 @@ def test_infinities_become_none_and_numpy_scalars_keep_their_kind(flow):
 
 
 def test_same_run_same_figures_and_a_store_round_trip(flow, tmp_path):
-    pytest.importorskip("duckdb")
+    require_importorskip("duckdb")
     import json
 
     from aifabric.store import Store

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from aifabric.sweep import load_sweep
+from tests._require import require_importorskip
 from tests.sweep.conftest import (
     alive,
     cmdline,
@@ -47,8 +48,9 @@ def _refused(args, says: str, bound: float) -> None:
 def test_an_address_that_answers_but_is_no_ray_cluster(tmp_path):
     """A port that accepts connections but speaks no gRPC: refused after the handshake
     wait (5 s), not after Ray's minutes of retries."""
-    pytest.importorskip("grpc", reason="the handshake needs grpcio (the ray extra); "
-                        "without it ray.init's own 60 s bound applies")
+    require_importorskip("grpc", "grpcio",
+                         reason="the handshake needs grpcio (the ray extra); "
+                         "without it ray.init's own 60 s bound applies")
     path = write_sweep(tmp_path, "g", GOOD)
     with socket.socket() as lsn:
         lsn.bind(("127.0.0.1", 0))

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -29,6 +28,8 @@ from typing import Any
 
 import pytest
 
+from tests._require import need
+
 #: set to 1 (``.ci/run`` does) to turn a skip for lack of prometheus/promtool into a failure
 REQUIRE_PROMETHEUS = "AIFABRIC_REQUIRE_PROMETHEUS"
 #: how long a started server may take to become ready, seconds
@@ -37,12 +38,10 @@ READY_TIMEOUT_S = 30.0
 
 def need_prometheus() -> tuple[str, str]:
     """Paths of ``promtool`` and ``prometheus``; skip (fail under CI) if either is missing."""
+    __tracebackhide__ = True
     found = shutil.which("promtool"), shutil.which("prometheus")
-    if None in found:
-        msg = "needs Debian's prometheus package (promtool, prometheus): apt-get install prometheus"
-        if os.environ.get(REQUIRE_PROMETHEUS) == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
+    need("Debian's prometheus package (promtool, prometheus)", None not in found,
+         "apt-get install prometheus", flag=REQUIRE_PROMETHEUS)
     return found  # type: ignore[return-value]
 
 

@@ -34,8 +34,9 @@ from aifabric.telemetry.exporter import (
     vty_query,
 )
 from aifabric.topology import LinkKind
+from tests._require import need
 from tests.conftest import EXAMPLES
-from tests.lab.live import NO_LAB, live
+from tests.lab.live import LAB, NO_LAB, live
 from tests.telemetry.conftest import free_port, need_prometheus
 
 #: bounded waits
@@ -131,8 +132,7 @@ def test_a_daemon_that_never_answers_is_given_up_on_in_bounded_time(tmp_path):
 # ------------------------------------------------------------------- live lab
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if NO_LAB:
-        pytest.skip(f"lab unavailable: {NO_LAB}")
+    need(LAB, not NO_LAB, NO_LAB)
     lab_dir = tmp_path_factory.mktemp("mon") / "lab"
     lab = lab_core.up(EXAMPLES / "hpn-pod.yaml", "small", lab_dir)
     try:

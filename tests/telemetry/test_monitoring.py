@@ -28,7 +28,8 @@ from aifabric.telemetry.monitoring import render_monitoring
 from aifabric.topology import NodeKind
 from tests.configs.conftest import FAMILIES, SMALL, small_ctx
 
-pytest.importorskip("grafana_foundation_sdk")
+pytest.importorskip("grafana_foundation_sdk",
+                    reason="needs the Python package grafana-foundation-sdk (the test extra)")
 
 from aifabric.telemetry.dashboards import metric_names, panel_exprs
 

@@ -9,12 +9,14 @@ import sys
 import pytest
 
 from aifabric.telemetry.monitoring import render_monitoring
+from tests._require import require_importorskip
 from tests.configs.conftest import small_ctx
 
 
 def test_without_the_sdk_the_build_says_what_to_install(monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
-    pytest.importorskip("grafana_foundation_sdk")  # the 'with' half needs it
+    # the 'with' half needs it
+    require_importorskip("grafana_foundation_sdk", "grafana-foundation-sdk")
     ctx = small_ctx("hpn")
     with_sdk = dict(render_monitoring(ctx))
     # the package as absent as an uninstalled one: its import raises ModuleNotFoundError

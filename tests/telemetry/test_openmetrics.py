@@ -15,6 +15,7 @@ import pytest
 
 from aifabric.telemetry.catalog import CATALOG
 from aifabric.telemetry.openmetrics import DEFAULT_START, parse_start
+from tests._require import require_importorskip
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "examples" / "scenarios"
@@ -132,7 +133,7 @@ def test_output_is_deterministic(runs, tmp_path):
 def test_a_parquet_run_gives_the_same_series(runs, kind, tmp_path):
     """simulate --format parquet: the same series and instants as the csv run, values
     equal to csv's 10 significant digits."""
-    pytest.importorskip("pyarrow.parquet")  # the parquet extra
+    require_importorskip("pyarrow.parquet", "pyarrow")  # the parquet extra
     scn = PACKET if kind == "packet" else FLOW
     run = tmp_path / kind
     _aifabric("simulate", scn, "--out", run, "--format", "parquet")

@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from tests._require import need
+
 #: set to 1 (``.ci/run`` does) to turn a skip for lack of chromium/playwright into a failure
 REQUIRE_BROWSER = "AIFABRIC_REQUIRE_BROWSER"
 #: how long ``aifabric serve`` may take to print its URL (it builds and routes the fabric)
@@ -40,19 +42,16 @@ _URL = re.compile(r"http://127\.0\.0\.1:(\d+)/")
 def need_browser() -> str:
     """The path of the system Chromium, after checking Playwright imports; skip (fail
     under CI) when either is missing."""
+    __tracebackhide__ = True
     path = shutil.which("chromium")
-    problem = None
-    if path is None:
-        problem = "needs Debian's chromium (apt-get install chromium)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            problem = "needs the playwright package (pip install playwright; no browser download)"
-    if problem is not None:
-        if os.environ.get(REQUIRE_BROWSER) == "1":
-            pytest.fail(problem)
-        pytest.skip(problem)
+    need("Debian's chromium", path is not None, "apt-get install chromium", flag=REQUIRE_BROWSER)
+    try:
+        import playwright.sync_api  # noqa: F401
+        found = True
+    except ImportError:
+        found = False
+    need("the playwright package", found, "pip install playwright; no browser download",
+         flag=REQUIRE_BROWSER)
     return path  # type: ignore[return-value]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests._require import skip_allowed
 from tests.conftest import EXAMPLES, ROOT
 from tests.lab.live import live
 
@@ -151,7 +152,7 @@ def test_default_listen_is_loopback_only(tmp_path):
             line, host, port = _wait_url(proc)
         except AssertionError as err:
             if proc.poll() == 2 and "in use" in str(err):
-                pytest.skip("port 8050 is taken on this machine")
+                skip_allowed("port already taken", "8050 on this machine")
             raise
         assert (host, port) == ("127.0.0.1", 8050), line
         assert _listening(proc.pid) == [("127.0.0.1", 8050)]

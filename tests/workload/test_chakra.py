@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+pytest.importorskip("chakra.schema.protobuf.et_def_pb2",
+                    reason="needs the Python package mlc-chakra (the test extra)")
 
 from chakra.schema.protobuf import et_def_pb2 as pb
 from chakra.src.third_party.utils.protolib import encodeMessage

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from aifabric.sim.packet.sim import Topology
+from tests._require import require_importorskip
 
 from .nets import FT4_SCENARIO, config, incast
 
@@ -205,7 +206,7 @@ def test_the_cli_writes_packet_fct_with_one_row_per_qp_and_summarizes_it(cli, tm
 
 def test_packet_fct_is_written_as_parquet_too(cli, tmp_path):
     """--format parquet writes packet_fct.parquet like the other packet tables."""
-    pq = pytest.importorskip("pyarrow.parquet")
+    pq = require_importorskip("pyarrow.parquet", "pyarrow")
     s = tmp_path / "s.yaml"
     s.write_text(FT)
     out = tmp_path / "rep"
