@@ -18,7 +18,6 @@ that into bytes, and refuses with one line when it is more than the limit:
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import resource

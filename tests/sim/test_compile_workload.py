@@ -7,7 +7,7 @@ import pytest
 
 from aifabric import build_fabric
 from aifabric.errors import SpecError
-from aifabric.scenario import scenario_from_dict
+from aifabric.routing.scenario import scenario_from_dict
 from aifabric.sim import run as sim_run
 from aifabric.sim.run import compile_workload
 from aifabric.sim.scenario import SimScenario

@@ -47,8 +47,8 @@ from aifabric.telemetry.collective_links import collective_link_families
 
 __all__ = ["COLUMNS", "DEFAULT_START", "DEFAULT_TIME_SCALE", "FAST", "GRID_STEP_S", "Family",
            "arc_capacity", "arc_label_source", "check_fabric", "family", "parse_start",
-           "read_csv", "read_parquet", "read_run", "read_table", "render", "render_bytes", "run_families",
-           "run_to_text"]
+           "read_csv", "read_parquet", "read_run", "read_table", "render", "render_bytes",
+           "run_families", "run_to_text"]
 
 #: the wall-clock time of simulated t = 0 unless ``--start`` says otherwise (a fixed
 #: origin: the same run gives the same bytes)
