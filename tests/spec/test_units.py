@@ -269,7 +269,7 @@ def test_the_suggested_limit_parses_to_more_than_the_need(monkeypatch):
     monkeypatch.setattr(guard, "_LIMIT", 1 << 20)
     for need in (3 << 20, 26_200 << 20, 5 << 40, 1500 << 40):
         with pytest.raises(SpecError) as exc:
-            guard._refuse("x", "this", need, None)
+            guard.refuse("x", "this", need, None)
         suggest = re.search(r"e\.g\. --max-memory (\S+)\)", str(exc.value))
         assert suggest, str(exc.value)
         assert parse_size(suggest.group(1), "--max-memory", memory=True) >= need
