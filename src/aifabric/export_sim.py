@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -336,3 +337,249 @@ def _safe(name: str) -> str:
     import re
 
     return re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "fabric"
+
+
+# -- ASTRA-sim workload: the scenario's collectives and jobs as Chakra ET files ---------
+
+#: aifabric's collective ops as Chakra's CollectiveCommType (et_def.proto), which ASTRA-sim
+#: runs (Workload::issue_coll_comm) and aifabric's own reader maps back (chakra.COLL_OPS)
+_COMM_TYPE = {"allreduce": 0, "allgather": 2, "broadcast": 5, "alltoall": 6,
+              "reduce_scatter": 7}
+#: the trace's name: ASTRA-sim opens ``<prefix>.<rank>.et`` (Workload::Workload)
+ET_PREFIX = "aifabric"
+_COMP, _SEND, _RECV, _COLL = 4, 5, 6, 7
+
+
+class _Ranks:
+    """Per-rank Chakra node lists built in the scenario's order (node ids per rank from
+    0). A node is (id, type, name, duration_us, deps, attrs)."""
+
+    def __init__(self, n: int) -> None:
+        self.nodes: list[list[tuple]] = [[] for _ in range(n)]
+        self.groups: dict[tuple[int, ...], str] = {}
+
+    def add(self, r: int, ntype: int, name: str, deps: list[int], dur_us: int = 0,
+            **attrs: Any) -> int:
+        i = len(self.nodes[r])
+        self.nodes[r].append((i, ntype, name, int(dur_us), [d for d in deps if d >= 0],
+                              attrs))
+        return i
+
+    def group(self, ranks: np.ndarray, n_all: int) -> str:
+        """ASTRA-sim's pg_name: "" (every rank, in order) or a group id (1, 2, ...) of
+        comm_group.json."""
+        key = tuple(int(x) for x in ranks)
+        if key == tuple(range(n_all)):
+            return ""
+        if key not in self.groups:
+            self.groups[key] = str(len(self.groups) + 1)
+        return self.groups[key]
+
+
+def _coll(R: _Ranks, ranks: np.ndarray, deps: dict[int, int], op: str, size: int,
+          name: str, n_all: int) -> dict[int, int]:
+    """One collective on ``ranks`` (each after its ``deps`` node); returns the new nodes."""
+    pg = R.group(ranks, n_all)
+    out = {}
+    for r in ranks.tolist():
+        out[r] = R.add(r, _COLL, name, [deps.get(r, -1)], comm_type=_COMM_TYPE[op],
+                       comm_size=int(size), pg_name=pg)
+    return out
+
+
+def _p2p(R: _Ranks, src: np.ndarray, dst: np.ndarray, deps: dict[int, int], size: int,
+         tag: int, name: str) -> dict[int, int]:
+    """src[i] sends ``size`` bytes to dst[i]; each rank's node(s) after its ``deps``; the
+    returned node of a rank is a zero-time join of its sends and receives."""
+    ends: dict[int, list[int]] = {}
+    for a, b in zip(src.tolist(), dst.tolist()):
+        ends.setdefault(a, []).append(R.add(a, _SEND, f"{name} send", [deps.get(a, -1)],
+                                            comm_src=a, comm_dst=b, comm_size=int(size),
+                                            comm_tag=tag))
+        ends.setdefault(b, []).append(R.add(b, _RECV, f"{name} recv", [deps.get(b, -1)],
+                                            comm_src=a, comm_dst=b, comm_size=int(size),
+                                            comm_tag=tag))
+    return {r: (e[0] if len(e) == 1 else R.add(r, _COMP, f"{name} done", e))
+            for r, e in ends.items()}
+
+
+def _us(ns: float) -> int:
+    return int(round(ns / 1000))
+
+
+def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
+    """One training job, per rank, as aifabric's job model builds it
+    (:func:`aifabric.workload.job.add_job`: GPipe schedule, TP AllReduces and EP
+    All-to-Alls per stage and micro-batch, activations point to point between stages,
+    the DP gradient AllReduce in buckets overlapped with the last backward). Returns the
+    next free p2p tag."""
+    par, m = job.parallel, job.model
+    dp, tp, pp, ep = par.dp, par.tp, par.pp, par.ep
+    g = ranks.reshape(pp, dp, tp)
+    L = max(1, m.layers // pp)
+    moe = (L // m.moe_every) if m.moe_every else 0
+    act = m.micro_batch * m.seq_len * m.hidden * m.bytes_per_value
+    grad = m.params * m.bytes_per_value / (tp * pp)
+    fwd = job.compute.fwd_ms_per_layer * 1e6
+    bwd = job.compute.bwd_ms_per_layer * 1e6 if job.compute.bwd_ms_per_layer is not None \
+        else 2 * fwd
+    M, name = job.micro_batches, job.name or "job"
+    tp_bytes = int(round(2 * L * act))
+    ep_bytes = int(round(2 * moe * act * m.top_k / tp))
+    last: dict[int, int] = {}
+    tag = tag0
+
+    def comp(rs: np.ndarray, ns: float, deps: dict[int, int], label: str) -> dict[int, int]:
+        return {r: R.add(r, _COMP, label, [deps.get(r, -1)], dur_us=_us(ns))
+                for r in rs.ravel().tolist()}
+
+    def join(*ds: dict[int, int], label: str) -> dict[int, int]:
+        keys = sorted(set().union(*ds))
+        out = {}
+        for r in keys:
+            ps = [d[r] for d in ds if r in d]
+            out[r] = ps[0] if len(ps) == 1 else R.add(r, _COMP, label, ps)
+        return out
+
+    def tp_ar(p: int, deps: dict[int, int], label: str) -> dict[int, int]:
+        if tp < 2:
+            return deps
+        out: dict[int, int] = {}
+        for d in range(dp):
+            out |= _coll(R, g[p, d], deps, "allreduce", tp_bytes, label, n_all)
+        return out
+
+    def ep_a2a(p: int, deps: dict[int, int], label: str) -> dict[int, int]:
+        if ep < 2 or not moe:
+            return deps
+        grp = g[p].reshape(dp // ep, ep, tp).transpose(0, 2, 1).reshape(-1, ep)
+        out: dict[int, int] = {}
+        for row in grp:
+            out |= _coll(R, row, deps, "alltoall", ep_bytes, label, n_all)
+        return out
+
+    for it in range(job.iterations):
+        fwd_end: dict[tuple[int, int], dict[int, int]] = {}
+        send_f: dict[tuple[int, int], dict[int, int]] = {}
+        bwd_end: dict[tuple[int, int], dict[int, int]] = {}
+        send_b: dict[tuple[int, int], dict[int, int]] = {}
+        for mb in range(M):
+            for p in range(pp):
+                deps = join(fwd_end[p, mb - 1] if mb else last,
+                            send_f.get((p - 1, mb), {}), label="join")
+                lab = f"{name} it{it} fwd p{p} m{mb}"
+                c = comp(g[p], fwd * L, deps, lab)
+                c = ep_a2a(p, tp_ar(p, c, lab + " tp"), lab + " ep")
+                fwd_end[p, mb] = c
+                if p + 1 < pp:
+                    send_f[p, mb] = _p2p(R, g[p].ravel(), g[p + 1].ravel(), c,
+                                         int(round(act / tp)), tag, lab + " pp")
+                    tag += 1
+        dp_end: dict[int, int] = {}
+        for p in reversed(range(pp)):
+            for mb in range(M):
+                deps = join(fwd_end[p, M - 1], bwd_end.get((p, mb - 1), {}),
+                            send_b.get((p + 1, mb), {}), label="join")
+                lab = f"{name} it{it} bwd p{p} m{mb}"
+                chunks = job.buckets if (mb == M - 1 and dp > 1) else 1
+                c = deps
+                for k in range(chunks):
+                    c = comp(g[p], bwd * L / chunks, c, lab + (f" chunk {k}" if chunks > 1
+                                                               else ""))
+                    if mb == M - 1 and dp > 1:
+                        prev = join(c, dp_end if k else {}, label="join")
+                        for t in range(tp):
+                            dp_end |= _coll(R, g[p, :, t], prev, "allreduce",
+                                            int(round(grad / chunks)),
+                                            f"{name} it{it} dp p{p} bucket {k}", n_all)
+                c = ep_a2a(p, tp_ar(p, c, lab + " tp"), lab + " ep")
+                bwd_end[p, mb] = c
+                if p > 0:
+                    send_b[p, mb] = _p2p(R, g[p].ravel(), g[p - 1].ravel(), c,
+                                         int(round(act / tp)), tag, lab + " pp")
+                    tag += 1
+        last = join(*[bwd_end[p, M - 1] for p in range(pp)], dp_end,
+                    label=f"{name} iteration {it} end")
+    return tag
+
+
+def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[str]]:
+    """The scenario's collectives and jobs as one Chakra ET file per rank
+    (``workload/aifabric.<rank>.et``, rank = NPU in the network config's host-major
+    order) and ``workload/comm_group.json`` (ASTRA-sim's process groups, which aifabric's
+    Chakra reader takes too); returns the files and notes."""
+    from aifabric.sim.run import compile_workload
+    from aifabric.workload.chakra import _pb
+
+    if scn.traffic or scn.workload is not None:
+        what = "traffic patterns" if scn.traffic else "a Chakra workload"
+        raise SpecError(Problem("--format", f"astra-sim writes a scenario's collectives and "
+                                f"jobs as its workload; this scenario has {what}; allowed: "
+                                "collectives and jobs (a Chakra workload: give ASTRA-sim "
+                                "that trace with the network config of its spec)"))
+    pb = _pb()  # mlc-chakra's protobuf classes (a one-line refusal without the extra)
+    wl = compile_workload(scn, f)  # placement as aifabric's (and its refusals)
+    gpus = _active_gpus(f)
+    N = len(gpus)
+    rank_of = np.full(f.n_nodes, -1, dtype=np.int64)
+    rank_of[gpus] = np.arange(N)
+    R = _Ranks(N)
+    notes: list[str] = []
+    tag = 1
+    for js, jg in zip(scn.jobs, wl.job_gpus):
+        tag = _job(R, js, rank_of[jg], N, tag)
+    for i, (cs, cg) in enumerate(zip(scn.collectives, wl.coll_gpus)):
+        ranks = rank_of[cg]
+        deps: dict[int, int] = {}
+        name = cs.name or f"{cs.op}-{i}"
+        if cs.start_ms:
+            deps = {r: R.add(r, _COMP, f"{name} start", [], dur_us=round(cs.start_ms * 1000))
+                    for r in ranks.tolist()}
+            if not float(cs.start_ms * 1000).is_integer():
+                notes.append(f"{name}: start_ms {cs.start_ms:g} rounded to whole "
+                             "microseconds (Chakra's duration_micros)")
+        if cs.algorithm not in (None, "ring", "direct"):
+            notes.append(f"{name}: algorithm {cs.algorithm} is aifabric's; ASTRA-sim runs "
+                         "the system config's (ring; direct All-to-All)")
+        if cs.chunk_bytes:
+            notes.append(f"{name}: chunk_bytes is aifabric's pipelining; ASTRA-sim splits "
+                         "by the system config's preferred-dataset-splits")
+        for r in range(cs.repeat):
+            nm = name + (f"#{r}" if cs.repeat > 1 else "")
+            if cs.op == "p2p":
+                peers = ranks[np.asarray(cs.peers, dtype=np.int64)]
+                deps = _p2p(R, ranks, peers, deps, int(cs.size_bytes), tag, nm)
+                tag += 1
+            else:
+                deps = _coll(R, ranks, deps, cs.op, int(cs.size_bytes), nm, N)
+    files: dict[str, bytes | str] = {}
+    meta = pb.GlobalMetadata(version="0.0.4")
+    for r in range(N):
+        buf = bytearray(_frame(meta.SerializeToString()))
+        for i, ntype, name, dur, deps, attrs in R.nodes[r]:
+            nd = pb.Node(id=i, name=name, type=ntype, duration_micros=dur)
+            nd.data_deps.extend(deps)
+            nd.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+            for k, v in attrs.items():
+                a = pb.AttributeProto(name=k)
+                if isinstance(v, str):
+                    a.string_val = v
+                else:
+                    a.int64_val = int(v)
+                nd.attr.append(a)
+            buf += _frame(nd.SerializeToString())
+        files[f"workload/{ET_PREFIX}.{r}.et"] = bytes(buf)
+    groups = {gid: list(k) for k, gid in R.groups.items()}
+    files["workload/comm_group.json"] = json.dumps(groups) + "\n"
+    return files, notes
+
+
+def _frame(msg: bytes) -> bytes:
+    """protolib's framing (encodeMessage): the length as a varint, then the message."""
+    n, out = len(msg), bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out) + msg
