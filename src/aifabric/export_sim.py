@@ -43,23 +43,21 @@ __all__ = ["SimExport", "astra_gbps", "astra_sim_files", "simai_files"]
 class SimExport:
     """Files (relative path -> text) and a one-line summary."""
 
-    files: dict[str, str]
+    files: dict[str, str | bytes]  # text, or bytes (the Chakra ET files)
     summary: str
 
+
+#: preferred-dataset-splits and active-chunks-per-dimension per channel of the scenario:
+#: ASTRA-sim pipelines a ring collective over its chunks; with one chunk a ring AllReduce
+#: over a Switch dimension takes about twice the ring's time in the congestion-aware
+#: backend (measured with ASTRA-sim; see docs/crosscheck.md), with 4 within a
+#: few percent of 2(n-1)/n x S / B
+ASTRA_CHUNKS_PER_CHANNEL = 4
 
 ASTRA_NOTES = """\
 # ASTRA-sim inputs exported by aifabric
 
-Run with ASTRA-sim 2.x, e.g. the analytical backend:
-
-    AstraSim_Analytical_Congestion_Unaware --workload-configuration=TRACE/PREFIX \\
-        --system-configuration=system.json --network-configuration=network.yml \\
-        --remote-memory-configuration=memory.json
-
-`TRACE/PREFIX` is a Chakra trace (`PREFIX.<rank>.et`), the same one `aifabric simulate`
-reads with `workload: {chakra: TRACE/PREFIX}`; ranks are laid out host-major (rank r on
-GPU r of the dimension order below), as `placement: pack` does on an empty fabric.
-
+{run}
 ## How the fabric maps
 
 {table}
@@ -74,6 +72,22 @@ to switch, switch to NPU), so network.yml holds half the base one-way latency (l
 switch forwarding) `aifabric plan` reports for a pair of GPUs that differ first at that
 dimension; the table shows the whole one-way latency.
 
+The system config splits every collective into {splits} chunks, all active at once
+(`preferred-dataset-splits`, `active-chunks-per-dimension`: 4 per channel, the
+scenario's largest `channels` being {channels}): ASTRA-sim pipelines a ring over its
+chunks, and with one chunk its congestion-aware backend takes about twice the ring's
+time.
+
+## Which backend
+
+- **Congestion-aware** (`AstraSim_Analytical_Congestion_Aware`): shares each link between
+  the messages on it, as aifabric does; use it to compare with aifabric.
+- **Congestion-unaware** (`AstraSim_Analytical_Congestion_Unaware`): every message gets a
+  link's whole bandwidth however many share it. It ignores NIC sharing: an All-to-All,
+  where each NPU sends to all others at once through one NIC, runs about as many times
+  too fast as there are peers (~1,000x on a thousand NPUs); a ring (one message per NIC
+  at a time) comes out right.
+
 ## What is lost
 
 - Paths: ASTRA-sim's dimensions have no ECMP, hashing, source-port choice, spraying,
@@ -86,6 +100,39 @@ dimension; the table shows the whole one-way latency.
 - Congestion control, PFC and ECN: not in these files (the ns-3 backend has its own).
 - The system config's `local-mem-bw` and `endpoint-delay` are ASTRA-sim defaults;
   aifabric does not model memory or NIC processing.
+"""
+
+ASTRA_RUN_SPEC = """\
+Run with ASTRA-sim 2.x, e.g. the analytical congestion-aware backend:
+
+    AstraSim_Analytical_Congestion_Aware --workload-configuration=TRACE/PREFIX \\
+        --system-configuration=system.json --network-configuration=network.yml \\
+        --remote-memory-configuration=memory.json
+
+No workload is written for a spec: export a scenario (its collectives and jobs become
+`workload/aifabric.<rank>.et`), or give a Chakra trace `TRACE/PREFIX.<rank>.et`, the same
+one `aifabric simulate` reads with `workload: {chakra: TRACE/PREFIX}`; ranks are laid out
+host-major (rank r on GPU r of the dimension order below), as `placement: pack` does on an
+empty fabric.
+"""
+
+ASTRA_RUN_WORKLOAD = """\
+Run with ASTRA-sim 2.x's analytical congestion-aware backend, from this folder:
+
+    AstraSim_Analytical_Congestion_Aware --workload-configuration=workload/aifabric \\
+        --comm-group-configuration=workload/comm_group.json \\
+        --system-configuration=system.json --network-configuration=network.yml \\
+        --remote-memory-configuration=memory.json
+
+The workload is the scenario's collectives and jobs as Chakra ET files, one per rank
+(`workload/aifabric.<rank>.et`, {ranks} ranks; rank r is NPU r of the dimension order
+below: host-major, the order aifabric places on), with their process groups in
+`workload/comm_group.json` ({groups} groups; a collective over every rank has none).
+Each collective is a `COMM_COLL_NODE` (`comm_type`, `comm_size` = the scenario's
+`size_bytes`, `pg_name`); a `start_ms` is a `COMP_NODE` before it, a `repeat` a chain; a
+job is aifabric's iteration (compute nodes, TP/EP/DP collectives, pipeline sends and
+receives). `aifabric simulate` reads the same folder with
+`workload: {chakra: workload/aifabric}`.
 """
 
 SIMAI_NOTES = """\
@@ -132,8 +179,11 @@ def _active_gpus(f: Fabric) -> np.ndarray:
     return g[np.lexsort((f.nodes.index[g], f.nodes.host[g]))]
 
 
-def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
-    """ASTRA-sim's network.yml, system.json and memory.json for ``f`` (+ NOTES.md)."""
+def astra_sim_files(f: Fabric, *, channels: int = 1, scenario: Any = None) -> SimExport:
+    """ASTRA-sim's network.yml, system.json and memory.json for ``f`` (+ NOTES.md); with
+    a ``scenario``, its collectives and jobs as the workload too (Chakra ET files, one
+    per rank, and comm_group.json: :func:`astra_workload`), and the system config's
+    dataset splits for the scenario's channels."""
     from aifabric.plan.summary import plan_fabric
 
     nodes, links = f.nodes, f.links
@@ -197,11 +247,18 @@ def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
            f"latency: [ {', '.join(f'{d[3] / 2:.1f}' for d in dims)} ]"
            "  # ns per link (a Switch dimension: 2 links per message)\n")
     n = len(dims)
+    wl_files: dict[str, bytes | str] = {}
+    wl_notes: list[str] = []
+    if scenario is not None:
+        wl_files, wl_notes = astra_workload(scenario, f)
+        channels = max([int(channels)] + [c.channels for c in scenario.collectives]
+                       + [j.channels for j in scenario.jobs])
+    splits = ASTRA_CHUNKS_PER_CHANNEL * int(channels)
     system = {
         "scheduling-policy": "LIFO",
         "endpoint-delay": 10,
-        "active-chunks-per-dimension": 1,
-        "preferred-dataset-splits": int(channels),
+        "active-chunks-per-dimension": splits,
+        "preferred-dataset-splits": splits,
         "all-reduce-implementation": ["ring"] * n,
         "all-gather-implementation": ["ring"] * n,
         "reduce-scatter-implementation": ["ring"] * n,
@@ -215,13 +272,23 @@ def astra_sim_files(f: Fabric, *, channels: int = 1) -> SimExport:
             "|---|---|---|---|---|---|"]
     rows += [f"| {i} | {d[0]} | {d[1]} | {d[2] / 8:.3f} | {d[3]:.1f} | {d[4]} |"
              for i, d in enumerate(dims)]
-    notes = ASTRA_NOTES.replace("{table}", "\n".join(rows))
-    files = {"network.yml": net,
+    notes = ASTRA_NOTES.replace("{table}", "\n".join(rows)).replace(
+        "{splits}", str(splits)).replace("{channels}", str(channels))
+    if scenario is not None:
+        run = ASTRA_RUN_WORKLOAD.replace("{ranks}", f"{G:,}").replace(
+            "{groups}", str(len(json.loads(str(wl_files["workload/comm_group.json"])))))
+        if wl_notes:
+            run += "\n" + "\n".join(f"- {x}" for x in wl_notes) + "\n"
+    else:
+        run = ASTRA_RUN_SPEC
+    notes = notes.replace("{run}", run)
+    files: dict[str, bytes | str] = {"network.yml": net,
              "system.json": json.dumps(system, indent=2) + "\n",
              "memory.json": json.dumps(memory, indent=2) + "\n",
-             "NOTES.md": notes}
+             "NOTES.md": notes, **wl_files}
+    what = f", {G:,} Chakra rank files" if wl_files else ""
     return SimExport(files, f"{G:,} NPUs in {n} dimension(s) "
-                     f"{' x '.join(str(d[1]) for d in dims)}")
+                     f"{' x '.join(str(d[1]) for d in dims)}{what}")
 
 
 def astra_gbps(gbps: float) -> float:
@@ -381,9 +448,10 @@ def _coll(R: _Ranks, ranks: np.ndarray, deps: dict[int, int], op: str, size: int
     """One collective on ``ranks`` (each after its ``deps`` node); returns the new nodes."""
     pg = R.group(ranks, n_all)
     out = {}
+    grp = {"pg_name": pg} if pg else {}  # none: every rank (ASTRA-sim's and aifabric's)
     for r in ranks.tolist():
         out[r] = R.add(r, _COLL, name, [deps.get(r, -1)], comm_type=_COMM_TYPE[op],
-                       comm_size=int(size), pg_name=pg)
+                       comm_size=int(size), **grp)
     return out
 
 
@@ -541,7 +609,7 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
         if cs.algorithm not in (None, "ring", "direct"):
             notes.append(f"{name}: algorithm {cs.algorithm} is aifabric's; ASTRA-sim runs "
                          "the system config's (ring; direct All-to-All)")
-        if cs.chunk_bytes:
+        if "chunk_bytes" in cs.model_fields_set:
             notes.append(f"{name}: chunk_bytes is aifabric's pipelining; ASTRA-sim splits "
                          "by the system config's preferred-dataset-splits")
         for r in range(cs.repeat):
