@@ -247,10 +247,8 @@ def astra_sim_files(f: Fabric, *, channels: int = 1, scenario: Any = None) -> Si
            f"latency: [ {', '.join(f'{d[3] / 2:.1f}' for d in dims)} ]"
            "  # ns per link (a Switch dimension: 2 links per message)\n")
     n = len(dims)
-    wl_files: dict[str, bytes | str] = {}
-    wl_notes: list[str] = []
+    wl_files, wl_notes = astra_workload(scenario, f) if scenario is not None else ({}, [])
     if scenario is not None:
-        wl_files, wl_notes = astra_workload(scenario, f)
         channels = max([int(channels)] + [c.channels for c in scenario.collectives]
                        + [j.channels for j in scenario.jobs])
     splits = ASTRA_CHUNKS_PER_CHANNEL * int(channels)
@@ -272,16 +270,8 @@ def astra_sim_files(f: Fabric, *, channels: int = 1, scenario: Any = None) -> Si
             "|---|---|---|---|---|---|"]
     rows += [f"| {i} | {d[0]} | {d[1]} | {d[2] / 8:.3f} | {d[3]:.1f} | {d[4]} |"
              for i, d in enumerate(dims)]
-    notes = ASTRA_NOTES.replace("{table}", "\n".join(rows)).replace(
-        "{splits}", str(splits)).replace("{channels}", str(channels))
-    if scenario is not None:
-        run = ASTRA_RUN_WORKLOAD.replace("{ranks}", f"{G:,}").replace(
-            "{groups}", str(len(json.loads(str(wl_files["workload/comm_group.json"])))))
-        if wl_notes:
-            run += "\n" + "\n".join(f"- {x}" for x in wl_notes) + "\n"
-    else:
-        run = ASTRA_RUN_SPEC
-    notes = notes.replace("{run}", run)
+    notes = _astra_notes(rows, splits, channels, G, wl_files if scenario is not None
+                         else None, wl_notes)
     files: dict[str, bytes | str] = {"network.yml": net,
              "system.json": json.dumps(system, indent=2) + "\n",
              "memory.json": json.dumps(memory, indent=2) + "\n",
@@ -289,6 +279,20 @@ def astra_sim_files(f: Fabric, *, channels: int = 1, scenario: Any = None) -> Si
     what = f", {G:,} Chakra rank files" if wl_files else ""
     return SimExport(files, f"{G:,} NPUs in {n} dimension(s) "
                      f"{' x '.join(str(d[1]) for d in dims)}{what}")
+
+
+def _astra_notes(rows: list[str], splits: int, channels: int, G: int,
+                 wl_files: dict[str, bytes | str] | None, wl_notes: list[str]) -> str:
+    notes = ASTRA_NOTES.replace("{table}", "\n".join(rows)).replace(
+        "{splits}", str(splits)).replace("{channels}", str(channels))
+    if wl_files is not None:
+        run = ASTRA_RUN_WORKLOAD.replace("{ranks}", f"{G:,}").replace(
+            "{groups}", str(len(json.loads(str(wl_files["workload/comm_group.json"])))))
+        if wl_notes:
+            run += "\n" + "\n".join(f"- {x}" for x in wl_notes) + "\n"
+    else:
+        run = ASTRA_RUN_SPEC
+    return notes.replace("{run}", run)
 
 
 def astra_gbps(gbps: float) -> float:
@@ -460,7 +464,7 @@ def _p2p(R: _Ranks, src: np.ndarray, dst: np.ndarray, deps: dict[int, int], size
     """src[i] sends ``size`` bytes to dst[i]; each rank's node(s) after its ``deps``; the
     returned node of a rank is a zero-time join of its sends and receives."""
     ends: dict[int, list[int]] = {}
-    for a, b in zip(src.tolist(), dst.tolist()):
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
         ends.setdefault(a, []).append(R.add(a, _SEND, f"{name} send", [deps.get(a, -1)],
                                             comm_src=a, comm_dst=b, comm_size=int(size),
                                             comm_tag=tag))
@@ -472,7 +476,7 @@ def _p2p(R: _Ranks, src: np.ndarray, dst: np.ndarray, deps: dict[int, int], size
 
 
 def _us(ns: float) -> int:
-    return int(round(ns / 1000))
+    return round(ns / 1000)
 
 
 def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
@@ -492,8 +496,8 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
     bwd = job.compute.bwd_ms_per_layer * 1e6 if job.compute.bwd_ms_per_layer is not None \
         else 2 * fwd
     M, name = job.micro_batches, job.name or "job"
-    tp_bytes = int(round(2 * L * act))
-    ep_bytes = int(round(2 * moe * act * m.top_k / tp))
+    tp_bytes = round(2 * L * act)
+    ep_bytes = round(2 * moe * act * m.top_k / tp)
     last: dict[int, int] = {}
     tag = tag0
 
@@ -541,7 +545,7 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
                 fwd_end[p, mb] = c
                 if p + 1 < pp:
                     send_f[p, mb] = _p2p(R, g[p].ravel(), g[p + 1].ravel(), c,
-                                         int(round(act / tp)), tag, lab + " pp")
+                                         round(act / tp), tag, lab + " pp")
                     tag += 1
         dp_end: dict[int, int] = {}
         for p in reversed(range(pp)):
@@ -558,13 +562,13 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
                         prev = join(c, dp_end if k else {}, label="join")
                         for t in range(tp):
                             dp_end |= _coll(R, g[p, :, t], prev, "allreduce",
-                                            int(round(grad / chunks)),
+                                            round(grad / chunks),
                                             f"{name} it{it} dp p{p} bucket {k}", n_all)
                 c = ep_a2a(p, tp_ar(p, c, lab + " tp"), lab + " ep")
                 bwd_end[p, mb] = c
                 if p > 0:
                     send_b[p, mb] = _p2p(R, g[p].ravel(), g[p - 1].ravel(), c,
-                                         int(round(act / tp)), tag, lab + " pp")
+                                         round(act / tp), tag, lab + " pp")
                     tag += 1
         last = join(*[bwd_end[p, M - 1] for p in range(pp)], dp_end,
                     label=f"{name} iteration {it} end")
@@ -594,9 +598,9 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
     R = _Ranks(N)
     notes: list[str] = []
     tag = 1
-    for js, jg in zip(scn.jobs, wl.job_gpus):
+    for js, jg in zip(scn.jobs, wl.job_gpus, strict=True):
         tag = _job(R, js, rank_of[jg], N, tag)
-    for i, (cs, cg) in enumerate(zip(scn.collectives, wl.coll_gpus)):
+    for i, (cs, cg) in enumerate(zip(scn.collectives, wl.coll_gpus, strict=True)):
         ranks = rank_of[cg]
         deps: dict[int, int] = {}
         name = cs.name or f"{cs.op}-{i}"

@@ -173,7 +173,7 @@ def _export(cli, tmp_path: Path, scenario: Path) -> Path:
 
 def test_astra_ring_allreduce_files_carry_the_collective_and_the_channels(cli, tmp_path):
     pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
-    scn, f = _load(RING)
+    scn, _ = _load(RING)
     out = _export(cli, tmp_path, RING)
     (cs,) = scn.collectives
     net = yaml.safe_load(out.joinpath("network.yml").read_text())
