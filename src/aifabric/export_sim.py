@@ -48,11 +48,11 @@ class SimExport:
 
 
 #: preferred-dataset-splits and active-chunks-per-dimension per channel of the scenario:
-#: ASTRA-sim pipelines a ring collective over its chunks; with one chunk a ring AllReduce
-#: over a Switch dimension takes about twice the ring's time in the congestion-aware
-#: backend (measured with ASTRA-sim; see docs/crosscheck.md), with 4 within a
-#: few percent of 2(n-1)/n x S / B
-ASTRA_CHUNKS_PER_CHANNEL = 4
+#: ASTRA-sim pipelines a ring collective over its chunks. Measured with its
+#: congestion-aware backend, a 1 GiB ring AllReduce over 8 NPUs on one switch at 400G
+#: (aifabric: 37.601 ms): 1 chunk 76.944 ms (2.05x: no pipelining), 4 chunks 38.254
+#: (+1.7 %), 8 chunks 37.918 (+0.8 %), 16 chunks 37.750 (+0.4 %)
+ASTRA_CHUNKS_PER_CHANNEL = 8
 
 ASTRA_NOTES = """\
 # ASTRA-sim inputs exported by aifabric
@@ -73,7 +73,7 @@ switch forwarding) `aifabric plan` reports for a pair of GPUs that differ first 
 dimension; the table shows the whole one-way latency.
 
 The system config splits every collective into {splits} chunks, all active at once
-(`preferred-dataset-splits`, `active-chunks-per-dimension`: 4 per channel, the
+(`preferred-dataset-splits`, `active-chunks-per-dimension`: 8 per channel, the
 scenario's largest `channels` being {channels}): ASTRA-sim pipelines a ring over its
 chunks, and with one chunk its congestion-aware backend takes about twice the ring's
 time.
@@ -81,12 +81,20 @@ time.
 ## Which backend
 
 - **Congestion-aware** (`AstraSim_Analytical_Congestion_Aware`): shares each link between
-  the messages on it, as aifabric does; use it to compare with aifabric.
+  the messages on it, as aifabric does; use it to compare with aifabric. It takes one
+  dimension only (it stops with "only support 1-dim topology"): a fabric of one GPU per
+  host under one switch tier exports as one; with more dimensions only the
+  congestion-unaware backend runs these files.
 - **Congestion-unaware** (`AstraSim_Analytical_Congestion_Unaware`): every message gets a
-  link's whole bandwidth however many share it. It ignores NIC sharing: an All-to-All,
-  where each NPU sends to all others at once through one NIC, runs about as many times
-  too fast as there are peers (~1,000x on a thousand NPUs); a ring (one message per NIC
-  at a time) comes out right.
+  link's whole bandwidth however many share it: it ignores NIC sharing, so whatever runs
+  at once through one NIC is too fast. An All-to-All, where each NPU sends to all others
+  at once, runs about (peers x active chunks) times too fast: measured on 64 NPUs, 64 MiB
+  each, 4.07 us against 1.325 ms congestion-aware (aifabric: 1.323 ms), 325x; ~1,000x and
+  more on a thousand NPUs. With more than one active chunk (this config: {splits}) even
+  a ring is too fast (8 chunks, 1 GiB over 8 NPUs: 4.94 ms against 37.92 ms
+  congestion-aware); with `preferred-dataset-splits` and
+  `active-chunks-per-dimension` set to 1 a ring comes out within 5 % (39.36 ms; aifabric
+  37.60 ms), an All-to-All still (NPUs - 1) times too fast.
 
 ## What is lost
 

@@ -187,8 +187,8 @@ def test_astra_ring_allreduce_files_carry_the_collective_and_the_channels(cli, t
         assert int(g.pg[0]) == -1  # every rank: no process group
     assert json.loads(out.joinpath("workload/comm_group.json").read_text()) == {}
     system = json.loads(out.joinpath("system.json").read_text())
-    assert system["preferred-dataset-splits"] == 4 * cs.channels
-    assert system["active-chunks-per-dimension"] == 4 * cs.channels
+    assert system["preferred-dataset-splits"] == 8 * cs.channels
+    assert system["active-chunks-per-dimension"] == 8 * cs.channels
     assert system["all-reduce-implementation"] == ["ring"] * len(net["topology"])
     notes = out.joinpath("NOTES.md").read_text()
     assert "--workload-configuration=workload/aifabric" in notes
