@@ -429,6 +429,10 @@ ET_PREFIX = "aifabric"
 _COMP, _SEND, _RECV, _COLL = 4, 5, 6, 7
 
 
+#: per rank, the nodes the next node of that rank waits for (Chakra data_deps)
+Deps = dict[int, list[int]]
+
+
 class _Ranks:
     """Per-rank Chakra node lists built in the scenario's order (node ids per rank from
     0). A node is (id, type, name, duration_us, deps, attrs)."""
@@ -439,9 +443,16 @@ class _Ranks:
 
     def add(self, r: int, ntype: int, name: str, deps: list[int], dur_us: int = 0,
             **attrs: Any) -> int:
+        deps = sorted({d for d in deps if d >= 0})
+        if len(deps) > 1:
+            # one parent per node: a zero-time compute node joins the others first (the
+            # ASTRA-sim build checked here crashed at exit on nodes with several
+            # parents, and refuses CPU nodes in its statistics)
+            j = len(self.nodes[r])
+            self.nodes[r].append((j, _COMP, f"{name} (join)", 0, deps, {}))
+            deps = [j]
         i = len(self.nodes[r])
-        self.nodes[r].append((i, ntype, name, int(dur_us), [d for d in deps if d >= 0],
-                              attrs))
+        self.nodes[r].append((i, ntype, name, int(dur_us), deps, attrs))
         return i
 
     def group(self, ranks: np.ndarray, n_all: int) -> str:
@@ -455,32 +466,31 @@ class _Ranks:
         return self.groups[key]
 
 
-def _coll(R: _Ranks, ranks: np.ndarray, deps: dict[int, int], op: str, size: int,
-          name: str, n_all: int) -> dict[int, int]:
+def _coll(R: _Ranks, ranks: np.ndarray, deps: Deps, op: str, size: int,
+          name: str, n_all: int) -> Deps:
     """One collective on ``ranks`` (each after its ``deps`` node); returns the new nodes."""
     pg = R.group(ranks, n_all)
     out = {}
     grp = {"pg_name": pg} if pg else {}  # none: every rank (ASTRA-sim's and aifabric's)
     for r in ranks.tolist():
-        out[r] = R.add(r, _COLL, name, [deps.get(r, -1)], comm_type=_COMM_TYPE[op],
-                       comm_size=int(size), **grp)
+        out[r] = [R.add(r, _COLL, name, deps.get(r, []), comm_type=_COMM_TYPE[op],
+                        comm_size=int(size), **grp)]
     return out
 
 
-def _p2p(R: _Ranks, src: np.ndarray, dst: np.ndarray, deps: dict[int, int], size: int,
-         tag: int, name: str) -> dict[int, int]:
+def _p2p(R: _Ranks, src: np.ndarray, dst: np.ndarray, deps: Deps, size: int,
+         tag: int, name: str) -> Deps:
     """src[i] sends ``size`` bytes to dst[i]; each rank's node(s) after its ``deps``; the
-    returned node of a rank is a zero-time join of its sends and receives."""
+    returned nodes of a rank are its sends and receives."""
     ends: dict[int, list[int]] = {}
     for a, b in zip(src.tolist(), dst.tolist(), strict=True):
-        ends.setdefault(a, []).append(R.add(a, _SEND, f"{name} send", [deps.get(a, -1)],
+        ends.setdefault(a, []).append(R.add(a, _SEND, f"{name} send", deps.get(a, []),
                                             comm_src=a, comm_dst=b, comm_size=int(size),
                                             comm_tag=tag))
-        ends.setdefault(b, []).append(R.add(b, _RECV, f"{name} recv", [deps.get(b, -1)],
+        ends.setdefault(b, []).append(R.add(b, _RECV, f"{name} recv", deps.get(b, []),
                                             comm_src=a, comm_dst=b, comm_size=int(size),
                                             comm_tag=tag))
-    return {r: (e[0] if len(e) == 1 else R.add(r, _COMP, f"{name} done", e))
-            for r, e in ends.items()}
+    return ends
 
 
 def _us(ns: float) -> int:
@@ -506,47 +516,44 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
     M, name = job.micro_batches, job.name or "job"
     tp_bytes = round(2 * L * act)
     ep_bytes = round(2 * moe * act * m.top_k / tp)
-    last: dict[int, int] = {}
+    last: Deps = {}
     tag = tag0
 
-    def comp(rs: np.ndarray, ns: float, deps: dict[int, int], label: str) -> dict[int, int]:
-        return {r: R.add(r, _COMP, label, [deps.get(r, -1)], dur_us=_us(ns))
+    def comp(rs: np.ndarray, ns: float, deps: Deps, label: str) -> Deps:
+        return {r: [R.add(r, _COMP, label, deps.get(r, []), dur_us=_us(ns))]
                 for r in rs.ravel().tolist()}
 
-    def join(*ds: dict[int, int], label: str) -> dict[int, int]:
+    def join(*ds: Deps) -> Deps:
+        """Every node of ``ds`` per rank (the next node waits for all of them)."""
         keys = sorted(set().union(*ds))
-        out = {}
-        for r in keys:
-            ps = [d[r] for d in ds if r in d]
-            out[r] = ps[0] if len(ps) == 1 else R.add(r, _COMP, label, ps)
-        return out
+        return {r: sorted({x for d in ds for x in d.get(r, [])}) for r in keys}
 
-    def tp_ar(p: int, deps: dict[int, int], label: str) -> dict[int, int]:
+    def tp_ar(p: int, deps: Deps, label: str) -> Deps:
         if tp < 2:
             return deps
-        out: dict[int, int] = {}
+        out: Deps = {}
         for d in range(dp):
             out |= _coll(R, g[p, d], deps, "allreduce", tp_bytes, label, n_all)
         return out
 
-    def ep_a2a(p: int, deps: dict[int, int], label: str) -> dict[int, int]:
+    def ep_a2a(p: int, deps: Deps, label: str) -> Deps:
         if ep < 2 or not moe:
             return deps
         grp = g[p].reshape(dp // ep, ep, tp).transpose(0, 2, 1).reshape(-1, ep)
-        out: dict[int, int] = {}
+        out: Deps = {}
         for row in grp:
             out |= _coll(R, row, deps, "alltoall", ep_bytes, label, n_all)
         return out
 
     for it in range(job.iterations):
-        fwd_end: dict[tuple[int, int], dict[int, int]] = {}
-        send_f: dict[tuple[int, int], dict[int, int]] = {}
-        bwd_end: dict[tuple[int, int], dict[int, int]] = {}
-        send_b: dict[tuple[int, int], dict[int, int]] = {}
+        fwd_end: dict[tuple[int, int], Deps] = {}
+        send_f: dict[tuple[int, int], Deps] = {}
+        bwd_end: dict[tuple[int, int], Deps] = {}
+        send_b: dict[tuple[int, int], Deps] = {}
         for mb in range(M):
             for p in range(pp):
                 deps = join(fwd_end[p, mb - 1] if mb else last,
-                            send_f.get((p - 1, mb), {}), label="join")
+                            send_f.get((p - 1, mb), {}))
                 lab = f"{name} it{it} fwd p{p} m{mb}"
                 c = comp(g[p], fwd * L, deps, lab)
                 c = ep_a2a(p, tp_ar(p, c, lab + " tp"), lab + " ep")
@@ -555,11 +562,11 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
                     send_f[p, mb] = _p2p(R, g[p].ravel(), g[p + 1].ravel(), c,
                                          round(act / tp), tag, lab + " pp")
                     tag += 1
-        dp_end: dict[int, int] = {}
+        dp_end: Deps = {}
         for p in reversed(range(pp)):
             for mb in range(M):
                 deps = join(fwd_end[p, M - 1], bwd_end.get((p, mb - 1), {}),
-                            send_b.get((p + 1, mb), {}), label="join")
+                            send_b.get((p + 1, mb), {}))
                 lab = f"{name} it{it} bwd p{p} m{mb}"
                 chunks = job.buckets if (mb == M - 1 and dp > 1) else 1
                 c = deps
@@ -567,7 +574,7 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
                     c = comp(g[p], bwd * L / chunks, c, lab + (f" chunk {k}" if chunks > 1
                                                                else ""))
                     if mb == M - 1 and dp > 1:
-                        prev = join(c, dp_end if k else {}, label="join")
+                        prev = join(c, dp_end if k else {})
                         for t in range(tp):
                             dp_end |= _coll(R, g[p, :, t], prev, "allreduce",
                                             round(grad / chunks),
@@ -578,8 +585,7 @@ def _job(R: _Ranks, job: Any, ranks: np.ndarray, n_all: int, tag0: int) -> int:
                     send_b[p, mb] = _p2p(R, g[p].ravel(), g[p - 1].ravel(), c,
                                          round(act / tp), tag, lab + " pp")
                     tag += 1
-        last = join(*[bwd_end[p, M - 1] for p in range(pp)], dp_end,
-                    label=f"{name} iteration {it} end")
+        last = join(*[bwd_end[p, M - 1] for p in range(pp)], dp_end)
     return tag
 
 
@@ -610,10 +616,10 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
         tag = _job(R, js, rank_of[jg], N, tag)
     for i, (cs, cg) in enumerate(zip(scn.collectives, wl.coll_gpus, strict=True)):
         ranks = rank_of[cg]
-        deps: dict[int, int] = {}
+        deps: Deps = {}
         name = cs.name or f"{cs.op}-{i}"
         if cs.start_ms:
-            deps = {r: R.add(r, _COMP, f"{name} start", [], dur_us=round(cs.start_ms * 1000))
+            deps = {r: [R.add(r, _COMP, f"{name} start", [], dur_us=round(cs.start_ms * 1000))]
                     for r in ranks.tolist()}
             if not float(cs.start_ms * 1000).is_integer():
                 notes.append(f"{name}: start_ms {cs.start_ms:g} rounded to whole "
@@ -639,8 +645,11 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
         for i, ntype, name, dur, deps, attrs in R.nodes[r]:
             nd = pb.Node(id=i, name=name, type=ntype, duration_micros=dur)
             nd.data_deps.extend(deps)
-            nd.attr.append(pb.AttributeProto(name="is_cpu_op", bool_val=False))
+            nd.attr.append(pb.AttributeProto(name="is_cpu_op",
+                                             bool_val=bool(attrs.get("is_cpu_op", False))))
             for k, v in attrs.items():
+                if k == "is_cpu_op":
+                    continue
                 a = pb.AttributeProto(name=k)
                 if isinstance(v, str):
                     a.string_val = v
