@@ -115,6 +115,9 @@ def test_htsim_sends_the_packet_simulators_frames_and_byte_limits(cli, tmp_path,
     assert all(v["Radix_Down"] + v.get("Radix_Up", 0) <= 64 for k, v in tiers.items() if k)
     notes = out.joinpath("NOTES.md").read_text()
     assert f"-mtu {mtu}" in notes and "one to one\n" not in notes
+    # run.sh runs exactly command.txt's line from htsim's folder
+    cmd_line = out.joinpath("command.txt").read_text().strip()
+    assert out.joinpath("run.sh").read_text().rstrip().endswith("/" + cmd_line)
 
 
 def test_htsim_refuses_a_switch_with_more_ports_than_its_fat_tree_builds(cli, tmp_path):
@@ -186,6 +189,8 @@ def test_astra_ring_allreduce_files_carry_the_collective_and_the_channels(cli, t
         assert int(g.comm_type[0]) == 0 and int(g.comm_size[0]) == cs.size_bytes
         assert int(g.pg[0]) == -1  # every rank: no process group
     assert json.loads(out.joinpath("workload/comm_group.json").read_text()) == {}
+    assert json.loads(out.joinpath("memory.json").read_text()) == {
+        "memory-type": "NO_MEMORY_EXPANSION"}
     system = json.loads(out.joinpath("system.json").read_text())
     assert system["preferred-dataset-splits"] == 8 * cs.channels
     assert system["active-chunks-per-dimension"] == 8 * cs.channels
