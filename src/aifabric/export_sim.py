@@ -472,6 +472,8 @@ def _coll(R: _Ranks, ranks: np.ndarray, deps: Deps, op: str, size: int,
     pg = R.group(ranks, n_all)
     out = {}
     grp = {"pg_name": pg} if pg else {}  # none: every rank (ASTRA-sim's and aifabric's)
+    if op == "allgather":  # ASTRA-sim gathers comm_size from each rank (n x in all)
+        size = round(size / len(ranks))
     for r in ranks.tolist():
         out[r] = [R.add(r, _COLL, name, deps.get(r, []), comm_type=_COMM_TYPE[op],
                         comm_size=int(size), **grp)]
@@ -630,6 +632,14 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
         if "chunk_bytes" in cs.model_fields_set:
             notes.append(f"{name}: chunk_bytes is aifabric's pipelining; ASTRA-sim splits "
                          "by the system config's preferred-dataset-splits")
+        if cs.op == "allgather":
+            notes.append(f"{name}: an AllGather's comm_size is what each rank contributes "
+                         f"(size_bytes / {len(ranks)}), as ASTRA-sim reads it (it gathers "
+                         "that from every rank); aifabric's own Chakra reader takes "
+                         "comm_size as the whole size_bytes")
+        if cs.op == "broadcast":
+            notes.append(f"{name}: ASTRA-sim does not simulate a BROADCAST (it waits the "
+                         "node's duration_micros, 0 here: 1 ns)")
         for r in range(cs.repeat):
             nm = name + (f"#{r}" if cs.repeat > 1 else "")
             if cs.op == "p2p":

@@ -267,3 +267,39 @@ def test_astra_refuses_traffic_patterns_with_one_line(cli, tmp_path):
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
     assert "traffic patterns" in r.err and not out.exists()
 
+
+
+def test_astra_collective_sizes_and_groups_as_astra_sim_reads_them(cli, tmp_path):
+    """AllGather: ASTRA-sim gathers comm_size from every rank, so the file holds
+    size_bytes / n; the others hold size_bytes. A collective on part of the ranks names
+    its process group, whose members are exactly its ranks; p2p is a send on the sender
+    and a receive on the peer with the same size and tag."""
+    pytest.importorskip("chakra.schema.protobuf.et_def_pb2")
+    s = tmp_path / "c.yaml"
+    s.write_text("name: c\nspec:\n  name: ss8\n"
+                 "  hosts: {count: 8, gpus_per_host: 1, nics_per_host: 1, port_gbps: 400}\n"
+                 "  topology: {family: single_tor, hosts_per_tor: 8, tors_per_pod: 1}\n"
+                 "collectives:\n"
+                 "  - {op: allgather, size_bytes: 64MiB, gpus: 4}\n"
+                 "  - {op: reduce_scatter, size_bytes: 1MiB, gpus: 2}\n"
+                 "  - {op: p2p, size_bytes: 4096, gpus: 2, peers: [1, 0]}\n")
+    out = _export(cli, tmp_path, s)
+    groups = json.loads(out.joinpath("workload/comm_group.json").read_text())
+    assert sorted(groups.values()) == [[0, 1, 2, 3], [4, 5]]
+    for r in range(8):
+        g = _et(out / "workload" / f"aifabric.{r}.et")
+        coll = np.flatnonzero(g.ntype == 7)
+        if r < 4:
+            assert list(g.comm_type[coll]) == [2] and list(g.comm_size[coll]) == [2**24]
+            assert groups[g.pg_names[int(g.pg[coll[0]])]] == [0, 1, 2, 3]
+        elif r < 6:
+            assert list(g.comm_type[coll]) == [7] and list(g.comm_size[coll]) == [2**20]
+            assert groups[g.pg_names[int(g.pg[coll[0]])]] == [4, 5]
+        else:
+            send, recv = np.flatnonzero(g.ntype == 5), np.flatnonzero(g.ntype == 6)
+            assert len(send) == len(recv) == 1
+            peer = 13 - r  # 6 <-> 7
+            assert (int(g.src[send[0]]), int(g.dst[send[0]])) == (r, peer)
+            assert (int(g.src[recv[0]]), int(g.dst[recv[0]])) == (peer, r)
+            assert int(g.comm_size[send[0]]) == int(g.comm_size[recv[0]]) == 4096
+            assert int(g.tag[send[0]]) == int(g.tag[recv[0]])
