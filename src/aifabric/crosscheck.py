@@ -47,6 +47,13 @@ PS_PER_NS = 1000
 #: SwitchMmu::pCnt = 257 ports of which 1..256 are switch ports
 NS3_MAX_NODES = 1 << 16
 NS3_MAX_PORTS = 256
+#: htsim's RoCE packets: ``-mtu`` is the payload (Packet::data_packet_size) and every
+#: data packet carries RocePacket::ACKSIZE = 64 bytes on top; every packet of a flow is a
+#: full one (RoceSrc::send_packet sends _mss bytes each time)
+HTSIM_HEADER_BYTES = 64
+#: ports per switch htsim's FatTreeTopology can build (fat_tree_topology.cpp asserts
+#: ``addPort(...) < 96`` on a ToR and ``< 64`` on an agg or core switch)
+HTSIM_MAX_PORTS = {"ToR": 96, "agg": 64, "core": 64}
 
 
 @dataclass
@@ -508,6 +515,7 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
                       f"{int((per_nic != 1).sum())} NIC ports of this fabric have "
                       f"{int(per_nic.max())} or none (dual-ToR, multi-plane); allowed: "
                       "--format ns3-rdma (any topology)")
+    _htsim_port_limits(f, a, b)
     par = _parallel_links(a, b)
     if par:
         raise _refuse("--format", f"{par} links run parallel to another between the same "
@@ -542,6 +550,7 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
     else:
         podsize = len(nics)
     lines.append(f"Podsize {podsize}")
+    params: list[dict[str, Any]] = [{"up": 0, "over": 1} for _ in range(tiers)]
     for t in range(tiers):
         sel = lk == up_kinds[t]
         sw = lower[t]
@@ -556,6 +565,7 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
         down = np.bincount(np.searchsorted(np.flatnonzero(kind == sw), ends),
                            minlength=n_sw)
         lines.append(f"Radix_Down {int(_uniform(down, 'down radix'))}")
+        params[t].update(speed=int(speed), down=int(_uniform(down, "down radix")))
         if t + 1 < tiers:
             usel = lk == up_kinds[t + 1]
             uends = np.where(kind[a] == sw, a, b)[usel]
@@ -565,14 +575,16 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
             lines.append(f"Radix_Up {r_up}")
             up_speed = _uniform(cap[usel], "uplink speed")
             ratio = int(_uniform(down, "down radix")) * speed / (r_up * up_speed)
-            if float(ratio).is_integer() and ratio >= 1:
-                lines.append(f"Oversubscribed {int(ratio)}")
-            else:
-                notes.append(("oversubscription", "approximately", f"tier {t}: "
-                              f"{ratio:g}:1 is not a whole ratio htsim takes; left out"))
+            if not (float(ratio).is_integer() and ratio >= 1):
+                raise _refuse("--format", f"tier {t} is {ratio:g}:1 oversubscribed; "
+                              "htsim's fat-tree takes a whole ratio of at least 1 "
+                              "(Oversubscribed); allowed: --format ns3-rdma")
+            lines.append(f"Oversubscribed {int(ratio)}")
+            params[t]["up"], params[t]["over"] = r_up, int(ratio)
         delay = _uniform(f.links.latency_ns[li][sel].astype(np.float64), "link latency")
         lines.append(f"Downlink_Latency_ns {round(delay)}")
         lines.append(f"Switch_Latency_ns {round(_uniform(lat[kind == sw], 'switch latency'))}")
+    _htsim_builds(len(nics), podsize, params)
     notes.append(("topology", "approximately", "htsim builds its own fat-tree from the "
                   "tier counts, speeds and latencies in fabric.topo: the same tree as the "
                   "fabric's for a regular fat-tree or leaf-spine, up to the numbering of "
@@ -580,41 +592,116 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
     return "\n".join(lines) + "\n", hid, notes
 
 
+def _htsim_port_limits(f: Fabric, a: np.ndarray, b: np.ndarray) -> None:
+    """Refuse a switch with more ports than htsim's FatTreeTopology builds (it asserts
+    fewer than 96 ports on a ToR, 64 on an agg or core switch, and aborts at start-up)."""
+    kind = f.nodes.kind
+    ports = np.bincount(np.concatenate([a, b]), minlength=f.n_nodes)
+    for k, what in ((NodeKind.TOR, "ToR"), (NodeKind.AGG, "agg"), (NodeKind.CORE, "core")):
+        sel = np.flatnonzero(kind == k)
+        if not len(sel):
+            continue
+        worst = int(sel[np.argmax(ports[sel])])
+        if int(ports[worst]) > HTSIM_MAX_PORTS[what]:
+            raise _refuse("--format", f"{what} switch {f.nodes.name[worst]} has "
+                          f"{int(ports[worst])} ports; htsim's fat-tree builds at most "
+                          f"{HTSIM_MAX_PORTS['ToR']} ports per ToR and "
+                          f"{HTSIM_MAX_PORTS['agg']} per agg or core switch "
+                          "(fat_tree_topology.cpp asserts it at start-up); allowed: "
+                          "--format ns3-rdma, or smaller switches")
+
+
+def _htsim_builds(nodes: int, podsize: int, p: list[dict[str, Any]]) -> None:
+    """htsim's own checks of a fat-tree file (FatTreeTopology::set_custom_params), so
+    that what it would exit on is refused here instead."""
+    def no(why: str) -> SpecError:
+        return _refuse("--format", f"htsim's fat-tree cannot build this fabric: {why} "
+                       "(FatTreeTopology::set_custom_params); allowed: --format ns3-rdma")
+
+    t0, t1 = p[0], p[1]
+    if nodes % podsize or podsize % t0["down"]:
+        raise no(f"{nodes} hosts in pods of {podsize} under ToRs of {t0['down']}")
+    pods = nodes // podsize
+    if t0["down"] // t0["up"] != t0["over"]:
+        raise no(f"ToR radix {t0['down']} down / {t0['up']} up is not its "
+                 f"{t0['over']}:1 oversubscription")
+    up_num, up_den = nodes * t0["speed"], t1["speed"] * t0["over"]
+    if up_num % up_den:
+        raise no("the ToR uplinks do not divide evenly")
+    tor_up = up_num // up_den
+    if tor_up % (pods * t1["down"]) or tor_up // (pods * t1["down"]) != t0["up"]:
+        raise no(f"{tor_up} ToR uplinks do not fill aggs of down radix {t1['down']} "
+                 f"({t0['up']} per ToR)")
+    if len(p) == 3:
+        t2 = p[2]
+        aggs = tor_up // (pods * t1["down"])
+        num, den = tor_up * t1["speed"], t2["speed"] * t1["over"]
+        if num % den or (num // den) % t2["down"]:
+            raise no("the agg uplinks do not fill the core switches")
+        cores = num // den // t2["down"]
+        if cores % aggs or cores // aggs != t1["up"]:
+            raise no(f"{cores} core switches for {aggs} aggs per pod of up radix "
+                     f"{t1['up']}")
+
+
+def htsim_packets(size_bytes: np.ndarray, cfg: Any) -> tuple[int, np.ndarray]:
+    """htsim's ``-mtu`` (its payload) and each flow's packet count: the packet simulator
+    sends ``ceil(size / mtu_payload_bytes)`` frames of ``mtu_payload_bytes +
+    header_bytes + wire_overhead_bytes`` bytes (the last one shorter); htsim sends full
+    packets of ``-mtu + 64`` bytes, so ``-mtu`` = the frame - 64 and each flow's size in
+    the connection matrix is its frame count x ``-mtu``: the same packets, the same
+    bytes on the wire per full frame."""
+    nic = cfg.nic
+    frame = int(nic.mtu_payload_bytes) + int(nic.header_bytes) + int(nic.wire_overhead_bytes)
+    mtu = frame - HTSIM_HEADER_BYTES
+    n = -(-np.asarray(size_bytes, dtype=np.int64) // int(nic.mtu_payload_bytes))
+    return mtu, n
+
+
 def htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExport:
     """htsim's connection matrix, fat-tree file and ``htsim_roce`` command line for
     ``flows`` on ``f`` with the packet settings ``cfg``."""
     topo, hid, notes = _htsim_topology(f)
     n = len(flows.src)
-    if n and int(flows.size_bytes.max()) > HTSIM_MAX_SIZE:
-        raise _refuse("traffic", f"a QP of {int(flows.size_bytes.max())} bytes: htsim's "
-                      f"connection matrix reads sizes as a 32-bit int; allowed: at most "
-                      f"{HTSIM_MAX_SIZE} bytes per QP")
+    mtu, pkts = htsim_packets(flows.size_bytes, cfg)
+    size = pkts * mtu
+    if n and int(size.max()) > HTSIM_MAX_SIZE:
+        raise _refuse("traffic", f"a QP of {int(flows.size_bytes.max())} bytes "
+                      f"({int(size.max())} in htsim's packets): htsim's connection matrix "
+                      f"reads sizes as a 32-bit int; allowed: at most {HTSIM_MAX_SIZE} "
+                      "bytes per QP")
     start_ps = np.round(flows.start_ns * PS_PER_NS).astype(np.int64)
     cm = (f"Nodes {int((hid >= 0).sum())}\nConnections {n}\n"
           + _lines(_cat(hid[flows.src], "->", hid[flows.dst]),
                    np.full(n, "id"), np.arange(1, n + 1), np.full(n, "start"), start_ps,
-                   np.full(n, "size"), flows.size_bytes))
+                   np.full(n, "size"), size))
     nics = np.flatnonzero(f.nodes.kind == NodeKind.NIC)
     li = _net_links(f)
     acc = np.asarray(f.links.kind)[li] == LinkKind.ACCESS
     host_gbps = float(np.asarray(f.links.capacity_gbps)[li][acc].min())
-    mtu = int(cfg.nic.mtu_payload_bytes)
-    pkt = mtu + int(cfg.nic.header_bytes)
+    frame = mtu + HTSIM_HEADER_BYTES
     alpha = float(cfg.buffer.alpha)
-    q_pkts = max(int(cfg.buffer.size_bytes * alpha / (1 + alpha) // pkt), 1)
-    hi = max(int(cfg.pfc.xoff_bytes // pkt), 1)
-    lo = min(max(int(cfg.pfc.xon_bytes // pkt), 0), hi)
+    q_bytes = int(cfg.buffer.size_bytes * alpha / (1 + alpha))
+    # htsim: -q packets of -mtu bytes (queuesize = memFromPkt(q) = q x mtu bytes), PFC
+    # thresholds in the same packets (LosslessInputQueue: high/low = n x mtu bytes),
+    # compared with the bytes queued (packets of mtu + 64)
+    q_pkts = max(q_bytes // mtu, 1)
+    hi = max(round(cfg.pfc.xoff_bytes / mtu), 1)
+    lo = min(max(round(cfg.pfc.xon_bytes / mtu), 0), hi - 1)  # htsim asserts high > low
     end_us = int(np.ceil(cfg.until_ms * 1000))
     seed = int(scn.seed or 0) % (1 << 31)
     cmd = (f"htsim_roce -tm connections.cm -topo fabric.topo -nodes {len(nics)} "
            f"-strat ecmp_host -paths 256 -linkspeed {round(host_gbps * 1000)} "
-           f"-mtu {pkt} -q {q_pkts} -queue_type lossless_input -pfc_thresholds {lo} {hi} "
+           f"-mtu {mtu} -q {q_pkts} -queue_type lossless_input -pfc_thresholds {lo} {hi} "
            f"-end {end_us} -seed {seed}")
     run = ("#!/bin/sh\n"
            "# Run htsim's RoCE datacenter binary (csg-htsim, sim/datacenter: make) on this "
            "folder:\n#   HTSIM=/path/to/csg-htsim/sim/datacenter sh run.sh\n"
            "set -e\ncd \"$(dirname \"$0\")\"\n"
            f"\"${{HTSIM:?set HTSIM to csg-htsim's sim/datacenter folder}}\"/{cmd}\n")
+    extra = int((size + pkts * HTSIM_HEADER_BYTES).sum()
+                - (flows.size_bytes + pkts * (frame - int(cfg.nic.mtu_payload_bytes))).sum())
+    pfc_exact = (hi * mtu == cfg.pfc.xoff_bytes and lo * mtu == cfg.pfc.xon_bytes)
     cc = cfg.cc.algorithm
     notes += [
         ("flows", "one to one", "one connection per QP with the bytes the packet "
@@ -624,16 +711,27 @@ def htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExport:
          "start of each transfer"),
         ("routing", "no equivalent", "htsim_roce -strat ecmp_host hashes with its own "
          "function over -paths 256 path ids"),
-        ("mtu_payload_bytes + header_bytes", "one to one", f"-mtu {pkt} (htsim's packet "
-         "size)"),
-        ("buffer.size_bytes, buffer.alpha", "approximately", f"-q {q_pkts} packets per "
-         "port: what one queue may hold alone under the dynamic threshold, alpha/(1+alpha) "
-         "x buffer"),
-        ("pfc.xoff_bytes, pfc.xon_bytes", "one to one" if cfg.pfc.enabled else
-         "no equivalent", f"-pfc_thresholds {lo} {hi} (whole packets, rounded down) with "
-         "-queue_type "
-         "lossless_input" + ("" if cfg.pfc.enabled else "; htsim_roce is lossless, this "
-                             "scenario is not")),
+        ("nic.mtu_payload_bytes, header_bytes, wire_overhead_bytes", "approximately",
+         f"-mtu {mtu}: htsim's -mtu is the payload and it adds a {HTSIM_HEADER_BYTES}-byte "
+         f"header, so its packets are {frame} bytes, the packet simulator's full frames "
+         f"({cfg.nic.mtu_payload_bytes} + {cfg.nic.header_bytes} + "
+         f"{cfg.nic.wire_overhead_bytes}). Each flow's size in connections.cm is its frame "
+         f"count x {mtu}: htsim sends the same number of packets of the same size, but "
+         "every packet full, where the packet simulator's last frame is shorter: "
+         f"{extra:,} bytes more on the wire over all {n} flows (none when sizes are "
+         "multiples of the MTU); htsim's 'total bytes' of a flow is that size"),
+        ("buffer.size_bytes, buffer.alpha", "approximately", f"-q {q_pkts}: packets of "
+         f"-mtu ({q_pkts * mtu:,} bytes; htsim: queuesize = q x mtu) per port: what one "
+         f"queue may hold alone under the dynamic threshold, alpha/(1+alpha) x buffer = "
+         f"{q_bytes:,} bytes, rounded down"),
+        ("pfc.xoff_bytes, pfc.xon_bytes",
+         ("one to one" if pfc_exact else "approximately") if cfg.pfc.enabled else
+         "no equivalent", f"-pfc_thresholds {lo} {hi}: htsim pauses above {hi} x {mtu} = "
+         f"{hi * mtu:,} bytes queued at an input and resumes below {lo * mtu:,} "
+         f"(xoff {cfg.pfc.xoff_bytes:,}, xon {cfg.pfc.xon_bytes:,}; whole packets of -mtu, "
+         "nearest) with -queue_type lossless_input" + ("" if cfg.pfc.enabled else
+                                                       "; htsim_roce is lossless, this "
+                                                       "scenario is not")),
         ("cc.algorithm", "one to one" if cc == "none" else "no equivalent",
          "htsim_roce sends at line rate without congestion control" +
          ("" if cc == "none" else f": this scenario's {cc} is not in it (csg-htsim's "

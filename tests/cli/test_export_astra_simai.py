@@ -22,11 +22,14 @@ from aifabric import build_fabric
 from aifabric.export_sim import astra_sim_files, simai_files
 from aifabric.planning.summary import plan_fabric
 from aifabric.spec.load import load_spec
-from tests._require import skip_allowed
+from tests._require import require_importorskip, skip_allowed
 from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "sims"
 CASES = ["hpn-mini", "dcn-mini", "rail-mini"]
+#: scenarios: the astra-sim export with its workload (tests/cli/test_export_peers.py
+#: parses every file back)
+SCENARIOS = ["ring-single-switch", "job-single-switch"]
 REGEN = os.environ.get("AIFABRIC_REGEN_GOLDEN") == "1"
 
 
@@ -35,23 +38,40 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
+def _tree(folder):
+    """Every file under ``folder`` (the workload/ subfolder too): relative path -> bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _golden(tmp_path, source, gold, fmt):
+    out = tmp_path / "out"
+    r = _cli("export", str(source), "--format", fmt, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    if REGEN:
+        import shutil
+
+        shutil.rmtree(gold, ignore_errors=True)
+        shutil.copytree(out, gold)
+        skip_allowed("golden files regenerated")
+    have, want = _tree(out), _tree(gold)
+    assert sorted(have) == sorted(want)
+    for rel in want:
+        assert have[rel] == want[rel], rel
+
+
 @pytest.mark.parametrize("fmt", ["astra-sim", "simai"])
 @pytest.mark.parametrize("case", CASES)
 def test_export_matches_golden(tmp_path, case, fmt):
-    out = tmp_path / "out"
-    r = _cli("export", str(GOLDEN / f"{case}.yaml"), "--format", fmt, "--out", str(out))
-    assert r.returncode == 0, r.stderr
-    gold = GOLDEN / f"{case}-{fmt}"
-    if REGEN:
-        gold.mkdir(exist_ok=True)
-        for p in gold.iterdir():
-            p.unlink()
-        for p in out.iterdir():
-            (gold / p.name).write_bytes(p.read_bytes())
-        skip_allowed("golden files regenerated")
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in gold.iterdir())
-    for p in gold.iterdir():
-        assert (out / p.name).read_bytes() == p.read_bytes(), p.name
+    _golden(tmp_path, GOLDEN / f"{case}.yaml", GOLDEN / f"{case}-{fmt}", fmt)
+
+
+@pytest.mark.parametrize("case", SCENARIOS)
+def test_astra_sim_scenario_export_matches_golden(tmp_path, case):
+    """A scenario's export: the configs plus its workload (Chakra ET files, byte for
+    byte: the same inputs give the same bytes)."""
+    require_importorskip("chakra.schema.protobuf.et_def_pb2", "mlc-chakra")
+    _golden(tmp_path, GOLDEN / f"{case}.yaml", GOLDEN / f"{case}-astra-sim", "astra-sim")
 
 
 def _fabric(case: str):

@@ -67,7 +67,8 @@ def export(
     packet``, in a folder with a NOTES.md of which settings map and how.
 
     With ``--format astra-sim`` or ``simai`` and a spec (or a scenario): ASTRA-sim's
-    network, system and memory configs, or SimAI's topology file, in a folder with a
+    network, system and memory configs (and, for a scenario, its collectives and jobs as
+    Chakra ET files, one per rank), or SimAI's topology file, in a folder with a
     NOTES.md of what maps to what and what is lost."""
     if format.value in SCENARIO_FORMATS:
         _export_scenario(spec, format.value, out, start_times.value)
@@ -142,6 +143,7 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
     from aifabric.export_sim import astra_sim_files, simai_files
     from aifabric.outputs import atomic_folder, check_target
 
+    sc = None
     if _is_scenario(path):
         from aifabric.routing.scenario import load_scenario
         from aifabric.sim.scenario import SimScenario
@@ -158,13 +160,18 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
 
     fabric = build_fabric(s, file=spec_file)
     try:
-        ex = astra_sim_files(fabric) if fmt == "astra-sim" else \
+        ex = astra_sim_files(fabric, scenario=sc) if fmt == "astra-sim" else \
             simai_files(fabric, gpu_type=gpu_type)
     except SpecError as err:
         raise err.with_file(str(path)) from None
     with atomic_folder(target, option="--out", **marker) as tmp:
-        for rel, text in ex.files.items():
-            (tmp / rel).write_text(text, encoding="utf-8", newline="\n")
+        for rel, data in ex.files.items():
+            p = tmp / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                p.write_bytes(data)
+            else:
+                p.write_text(data, encoding="utf-8", newline="\n")
     console.print(f"wrote {target}: {ex.summary} ({fmt}); see NOTES.md")
 
 

@@ -3,4 +3,4 @@
 #   HTSIM=/path/to/csg-htsim/sim/datacenter sh run.sh
 set -e
 cd "$(dirname "$0")"
-"${HTSIM:?set HTSIM to csg-htsim's sim/datacenter folder}"/htsim_roce -tm connections.cm -topo fabric.topo -nodes 16 -strat ecmp_host -paths 256 -linkspeed 100000 -mtu 4158 -q 2689 -queue_type lossless_input -pfc_thresholds 67 72 -end 20000 -seed 0
+"${HTSIM:?set HTSIM to csg-htsim's sim/datacenter folder}"/htsim_roce -tm connections.cm -topo fabric.topo -nodes 16 -strat ecmp_host -paths 256 -linkspeed 100000 -mtu 4114 -q 2718 -queue_type lossless_input -pfc_thresholds 68 73 -end 20000 -seed 0

@@ -3,4 +3,4 @@
 #   HTSIM=/path/to/csg-htsim/sim/datacenter sh run.sh
 set -e
 cd "$(dirname "$0")"
-"${HTSIM:?set HTSIM to csg-htsim's sim/datacenter folder}"/htsim_roce -tm connections.cm -topo fabric.topo -nodes 16 -strat ecmp_host -paths 256 -linkspeed 100000 -mtu 1086 -q 7724 -queue_type lossless_input -pfc_thresholds 226 241 -end 50000 -seed 0
+"${HTSIM:?set HTSIM to csg-htsim's sim/datacenter folder}"/htsim_roce -tm connections.cm -topo fabric.topo -nodes 16 -strat ecmp_host -paths 256 -linkspeed 100000 -mtu 1042 -q 8050 -queue_type lossless_input -pfc_thresholds 236 252 -end 50000 -seed 0
