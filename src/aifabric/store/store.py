@@ -90,6 +90,10 @@ _PARQUET = {"compression": "zstd", "compression_level": 3, "use_dictionary": Tru
             "write_statistics": True, "version": "2.6", "data_page_version": "1.0",
             "store_schema": True}
 _INSTALL = "pip install 'aifabric[data]'"
+#: the folders a query may read (docs/results.md: Queries read the store only)
+_DATA_DIRS = ("runs", "tables", "timings")
+#: DuckDB statement types a query may be (SELECT covers WITH, DESCRIBE, SHOW, SUMMARIZE)
+_QUERY_KINDS = ("SELECT", "EXPLAIN")
 
 
 def need_data() -> None:
@@ -506,7 +510,20 @@ class Store:
                 WHERE (sweep, run_id, {_PICK}) IN (SELECT (sweep, run_id, k) FROM pick)
                   AND (sweep, run_id) IN
                       (SELECT (sweep, run_id) FROM runs WHERE status = 'ok')""")
+        self._lock_down(con)
         return con
+
+    def _lock_down(self, con: Any) -> None:
+        """The connection reads the store's data folders only: no other file, no writes
+        outside memory, no extension installed or loaded, settings locked (a query cannot
+        undo this)."""
+        root = self.root.resolve()
+        dirs = ", ".join(_sql_str(str(root / d) + os.sep) for d in _DATA_DIRS)
+        con.execute(f"SET allowed_directories = [{dirs}]")
+        for setting in ("enable_external_access", "autoinstall_known_extensions",
+                        "autoload_known_extensions", "allow_community_extensions"):
+            con.execute(f"SET {setting} = false")
+        con.execute("SET lock_configuration = true")
 
     def query(self, sql: str) -> pd.DataFrame:
         """Run ``sql`` (DuckDB's dialect, as given: it is your own data) over the views
@@ -517,6 +534,7 @@ class Store:
 
         if not isinstance(sql, str) or not sql.strip():
             _empty_sql()
+        _check_read_only(sql)
         for attempt in range(3):
             con = self.connect()
             try:
@@ -524,6 +542,10 @@ class Store:
             except duckdb.IOException as e:
                 if attempt == 2 or "No such file" not in str(e):
                     raise SpecError(Problem("sql", _one_line(str(e)))) from None
+            except duckdb.PermissionException as e:
+                raise SpecError(Problem("sql", f"{_one_line(str(e))}; allowed: the views "
+                                        "runs, timings and the tables: queries read the "
+                                        "store only")) from None
             except duckdb.Error as e:
                 raise SpecError(Problem("sql", _one_line(str(e)))) from None
             finally:
@@ -760,6 +782,33 @@ def _one_line(msg: str) -> str:
     """DuckDB's message on one line: its first paragraph, whitespace collapsed."""
     head = msg.strip().split("\n\n")[0]
     return " ".join(head.split()) or "DuckDB refused the query"
+
+
+def _check_read_only(sql: str) -> None:
+    """One statement, a query (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN): no COPY,
+    INSTALL, LOAD, ATTACH, EXPORT, SET, PRAGMA, CALL nor any statement that changes
+    something (the connection refuses files outside the store as well)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        stmts = con.extract_statements(sql)
+    except duckdb.Error as e:
+        raise SpecError(Problem("sql", _one_line(str(e)))) from None
+    finally:
+        con.close()
+    if not stmts:
+        _empty_sql()
+    if len(stmts) > 1:
+        raise SpecError(Problem("sql", f"{len(stmts)} statements; allowed: one query (a "
+                                "SELECT over runs, timings or a table)"))
+    kind = stmts[0].type.name
+    if kind not in _QUERY_KINDS:
+        raise SpecError(Problem("sql", f"a {kind} statement is refused: queries read the "
+                                "store only, install and load nothing and write nothing "
+                                "(results query --format csv or json, redirected, writes "
+                                "the rows); allowed: SELECT, WITH, DESCRIBE, SHOW, "
+                                "SUMMARIZE, EXPLAIN"))
 
 
 def _empty_sql() -> Any:
