@@ -192,7 +192,7 @@ def test_sweep_report_and_resume_after_a_damaged_file(cli, tmp_path):
     assert r.code == 0, r.err
     assert "warning: store: " in r.err and ids[1] in r.err
     with open(tmp_path / "report" / "rows.csv") as fh:
-        assert sorted(x["run_id"] for x in csv.DictReader(fh)) == [ids[0]] + ids[2:]
+        assert sorted(x["run_id"] for x in csv.DictReader(fh)) == [ids[0], *ids[2:]]
     r = cli("sweep", "run", sweep, "--out", store, "--resume")
     assert r.code == 0, r.err
     after = Store(store).query("SELECT run_id, makespan_ns FROM runs ORDER BY run_id")
