@@ -61,11 +61,14 @@ def run_record_text(sc: Scenario, command: str, scenario_file: str | Path | None
 def read_record(path: str | Path) -> dict[str, Any]:
     """Read a ``run.json`` (SpecError naming the file when it is not one)."""
     p = Path(path)
+    from aifabric.spec.load import load_json
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError(Problem(str(p), f"cannot be read ({type(exc).__name__}); allowed: "
-                                "the run.json simulate --out or route --out wrote")) from None
+        doc = load_json(p)
+    except SpecError as exc:
+        raise SpecError(Problem(str(p), f"cannot be read ({exc.problems[0].message}); "
+                                "allowed: the run.json simulate --out or route --out "
+                                "wrote")) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT \
             or doc.get("command") not in ("simulate", "route") \
             or not isinstance(doc.get("scenario"), dict):

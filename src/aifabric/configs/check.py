@@ -31,7 +31,6 @@ across all hosts: the most common value found is the expected one.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from aifabric.configs.build import BuildContext
 from aifabric.errors import Problem, SpecError
 from aifabric.spec.base import StrictModel
+from aifabric.spec.load import load_json
 from aifabric.spec.problems import problems_from_validation
 
 __all__ = ["FACTS_VERSIONS", "Deviation", "Inventory", "compare", "expected_inventory",
@@ -356,9 +356,9 @@ def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str]
             bad.append(Deviation(group, dev, field, expected, found))
 
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            no("file", "a JSON facts document", f"unreadable ({type(exc).__name__})")
+            doc = load_json(path)
+        except SpecError as exc:
+            no("file", "a JSON facts document", f"unreadable ({exc.problems[0].message})")
             continue
         if not isinstance(doc, dict):
             no("file", "a JSON object", type(doc).__name__)

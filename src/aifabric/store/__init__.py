@@ -16,6 +16,7 @@ from aifabric.store.figures import summary_row
 from aifabric.store.store import (
     CORE,
     DEFAULT_SQL,
+    QUARANTINE,
     STATUSES,
     Store,
     check_name,
@@ -23,5 +24,5 @@ from aifabric.store.store import (
     store_root,
 )
 
-__all__ = ["CORE", "DEFAULT_SQL", "STATUSES", "Store", "check_name", "results", "store_root",
-           "summary_row"]
+__all__ = ["CORE", "DEFAULT_SQL", "QUARANTINE", "STATUSES", "Store", "check_name", "results",
+           "store_root", "summary_row"]

@@ -32,6 +32,13 @@ generations ``g - lowbit(g) < gen < g``), so a sweep of ``n`` runs rewrites each
 ``log2(n / compact_every)`` times, not ``n / compact_every`` times; :meth:`Store.compact`
 merges everything into one file.
 
+**Damaged files** (a truncated copy, a full disk, a bad sector): a file that is no
+readable Parquet is moved to ``quarantine/`` (same relative path, with a
+``.note.json`` saying why and when; never deleted), one warning line names it, and the
+store goes on without its rows: a query, a compaction or :meth:`Store.run_ids` (so a
+resumed sweep runs the lost points again) sets such a file aside the first time it trips
+on it. :meth:`Store.verify` checks every file (``aifabric results verify``).
+
 **Deterministic bytes**: a row holds no timestamps, its columns are in a fixed order and
 the Parquet writer's options are fixed, so the same row gives the same file bytes
 whichever process or machine wrote it (wall times go to ``timings``).
@@ -45,7 +52,9 @@ import math
 import os
 import re
 import signal
+import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,8 +65,8 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["CORE", "DEFAULT_SQL", "STATUSES", "Store", "check_name", "need_data", "results",
-           "store_root"]
+__all__ = ["CORE", "DEFAULT_SQL", "QUARANTINE", "STATUSES", "Store", "check_name", "need_data",
+           "results", "store_root"]
 
 #: the core columns of every summary row, in this order, with their Arrow types
 CORE = {"run_id": "string", "sweep": "string", "point": "int64", "overrides": "string",
@@ -90,6 +99,19 @@ _PARQUET = {"compression": "zstd", "compression_level": 3, "use_dictionary": Tru
             "write_statistics": True, "version": "2.6", "data_page_version": "1.0",
             "store_schema": True}
 _INSTALL = "pip install 'aifabric[data]'"
+#: the folders a query may read (docs/results.md: Queries read the store only)
+_DATA_DIRS = ("runs", "tables", "timings")
+#: where damaged files go (never deleted), under the store's root
+QUARANTINE = "quarantine"
+_MAGIC = b"PAR1"
+#: DuckDB errors of the query itself (never a damaged file): no scan of the store for them
+_QUERY_ERRORS = ("ParserException", "SyntaxException", "BinderException",
+                 "CatalogException", "ConversionException", "PermissionException",
+                 "OutOfRangeException", "TypeMismatchException", "InvalidTypeException",
+                 "NotImplementedException", "OutOfMemoryException", "InterruptException",
+                 "ConstraintException", "DependencyException", "TransactionException")
+#: DuckDB statement types a query may be (SELECT covers WITH, DESCRIBE, SHOW, SUMMARIZE)
+_QUERY_KINDS = ("SELECT", "EXPLAIN")
 
 
 def need_data() -> None:
@@ -165,6 +187,11 @@ class Store:
         self.compact_every = compact_every
         self._cleaned: set[Path] = set()  # folders cleared of dead runs' temporaries
         self._parts: dict[Path, tuple[Any, dict[str, set[str]]]] = {}  # see _part_ids
+        self._sound: dict[Path, Any] = {}  # per-run files whose ends and footer were fine
+        #: the files this object moved to quarantine: dicts of file, moved_to, reason
+        self.quarantined: list[dict[str, str]] = []
+        #: called with one line for each file set aside (default: the line on stderr)
+        self.warn = _warn_line
 
     # ------------------------------------------------------------------ paths
     def _runs_dir(self, sweep: str) -> Path:
@@ -287,7 +314,9 @@ class Store:
 
     def _part_ids(self, path: Path, status: str) -> set[str]:
         """The run_ids of a compacted file with ``status`` (cached while the file is the
-        same: a part file is never rewritten in place, only replaced)."""
+        same: a part file is never rewritten in place, only replaced); a damaged file is
+        set aside (none)."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         key = _stat(path)
@@ -296,6 +325,10 @@ class Store:
             try:
                 t = pq.read_table(path, columns=["run_id", "status"])
             except FileNotFoundError:  # compacted away meanwhile
+                return set()
+            except (OSError, ValueError, pa.ArrowException) as e:  # a damaged file
+                reason = _damage(path, data=True) or _one_line(str(e))
+                self._set_aside(path, reason)
                 return set()
             by: dict[str, set[str]] = {s: set() for s in STATUSES}
             for rid, st in zip(t["run_id"].to_pylist(), t["status"].to_pylist(),
@@ -451,13 +484,30 @@ class Store:
                 if n.startswith("part-") and n.endswith(".parquet"):
                     ok |= self._part_ids(p, "ok")
                     failed |= self._part_ids(p, "failed")
+                elif n.startswith(".") or not n.endswith((".ok.parquet", ".failed.parquet")):
+                    continue
+                elif (why := self._checked_damage(p)) is not None:
+                    self._set_aside(p, why)  # its run counts as not stored
                 elif n.endswith(".ok.parquet"):
                     ok.add(n[:-11])
-                elif n.endswith(".failed.parquet") and not n.startswith("."):
+                else:
                     failed.add(n[:-15])
             failed -= ok
             out |= ok if status == "ok" else failed if status == "failed" else ok | failed
         return out
+
+    def _checked_damage(self, p: Path) -> str | None:
+        """:func:`_damage` of a file's ends and footer, once per file while it is the same
+        (a run's file is written once, under a temporary name)."""
+        key = _stat(p)
+        if key is not None and self._sound.get(p) == key:
+            return None
+        why = _damage(p)
+        if why is None:
+            if len(self._sound) > 1_000_000:
+                self._sound.clear()
+            self._sound[p] = key
+        return why
 
     def _glob(self, *parts: str) -> str:
         return _sql_str(str(self.root.resolve().joinpath(*parts)))
@@ -506,29 +556,154 @@ class Store:
                 WHERE (sweep, run_id, {_PICK}) IN (SELECT (sweep, run_id, k) FROM pick)
                   AND (sweep, run_id) IN
                       (SELECT (sweep, run_id) FROM runs WHERE status = 'ok')""")
+        self._lock_down(con)
         return con
 
+    def _lock_down(self, con: Any) -> None:
+        """The connection reads the store's data folders only: no other file, no writes
+        outside memory, no extension installed or loaded, settings locked (a query cannot
+        undo this)."""
+        root = self.root.resolve()
+        dirs = ", ".join(_sql_str(str(root / d) + os.sep) for d in _DATA_DIRS)
+        con.execute(f"SET allowed_directories = [{dirs}]")
+        for setting in ("enable_external_access", "autoinstall_known_extensions",
+                        "autoload_known_extensions", "allow_community_extensions"):
+            con.execute(f"SET {setting} = false")
+        con.execute("SET lock_configuration = true")
+
     def query(self, sql: str) -> pd.DataFrame:
-        """Run ``sql`` (DuckDB's dialect, as given: it is your own data) over the views
-        ``runs``, ``timings`` and one per table; a pandas DataFrame. DuckDB's refusal is a
-        one-line :class:`SpecError` at field ``sql``. A file that a concurrent compaction
-        removed between DuckDB listing and reading it: the query runs again (bounded)."""
+        """Run ``sql`` (DuckDB's dialect: one read-only statement) over the views ``runs``,
+        ``timings`` and one per table; a pandas DataFrame. DuckDB's refusal is a one-line
+        :class:`SpecError` at field ``sql``. A file that a concurrent compaction removed
+        between DuckDB listing and reading it: the query runs again (bounded). A damaged
+        file: set aside (module doc), and the query runs again without it."""
         import duckdb
 
         if not isinstance(sql, str) or not sql.strip():
             _empty_sql()
-        for attempt in range(3):
-            con = self.connect()
+        _check_read_only(sql)
+        vanished = 0
+        scanned = False
+        while True:  # each pass sets a file aside or ends: the store's files are finite
+            con = None
             try:
+                con = self.connect()
                 return con.sql(sql).df()
-            except duckdb.IOException as e:
-                if attempt == 2 or "No such file" not in str(e):
-                    raise SpecError(Problem("sql", _one_line(str(e)))) from None
+            except duckdb.PermissionException as e:
+                raise SpecError(Problem("sql", f"{_one_line(str(e))}; allowed: the views "
+                                        "runs, timings and the tables: queries read the "
+                                        "store only")) from None
             except duckdb.Error as e:
+                if self._set_aside_named(str(e)):
+                    continue
+                if isinstance(e, duckdb.IOException) and "No such file" in str(e) \
+                        and vanished < 2:
+                    vanished += 1
+                    continue
+                if not scanned and type(e).__name__ not in _QUERY_ERRORS:
+                    scanned = True  # a damaged file DuckDB does not name: look for it
+                    if self.verify(quarantine=True):
+                        continue
                 raise SpecError(Problem("sql", _one_line(str(e)))) from None
             finally:
-                con.close()
-        raise AssertionError("unreachable")  # pragma: no cover
+                if con is not None:
+                    con.close()
+
+    # ------------------------------------------------------------------ damaged files
+    def data_files(self) -> list[Path]:
+        """Every Parquet file of the store's runs, tables and timings, sorted."""
+        out: list[Path] = []
+        for sub in _DATA_DIRS:
+            base = self.root / sub
+            if base.is_dir():
+                pattern = "*/sweep=*/*.parquet" if sub == "tables" else "sweep=*/*.parquet"
+                out += [p for p in base.glob(pattern)
+                        if not p.name.startswith(".") and _TMP not in p.name]
+        return sorted(out)
+
+    def verify(self, *, quarantine: bool = False) -> list[dict[str, str]]:
+        """Check every file of the store: its magic bytes and footer length, its footer
+        (schema and metadata, read by pyarrow), then its data (read by DuckDB, all files
+        at once, halved until the damaged ones are found). Returns one dict per damaged
+        file (``file``, relative to the root, and ``reason``; ``moved_to`` when
+        ``quarantine`` moved it there, with a note)."""
+        need_data()
+        files = self.data_files()
+        bad: dict[Path, str] = {}
+        for p in files:
+            why = _damage(p)
+            if why is not None:
+                bad[p] = why
+        for p, why in _unreadable([p for p in files if p not in bad]):
+            bad[p] = why
+        out = []
+        for p in sorted(bad):
+            rec = {"file": self._rel(p), "reason": bad[p]}
+            if quarantine:
+                moved = self._set_aside(p, bad[p])
+                if moved is None:
+                    continue  # gone meanwhile (compacted, or set aside by another process)
+                rec["moved_to"] = moved
+            out.append(rec)
+        return out
+
+    def _rel(self, p: Path) -> str:
+        """``p`` (under the root as given, or resolved) relative to the root."""
+        for base in (self.root, self.root.resolve()):
+            if p.is_relative_to(base):
+                return p.relative_to(base).as_posix()
+        raise AssertionError(f"{p} is not in the store {self.root}")  # pragma: no cover
+
+    def _set_aside_named(self, msg: str) -> bool:
+        """Set aside the store files a DuckDB message names, if damaged; whether any was."""
+        root = self.root.resolve()
+        found = False
+        for name in dict.fromkeys(re.findall(r"'([^']+[.]parquet)'", msg)):
+            p = Path(name)
+            if not p.is_absolute() or "*" in name or not p.is_relative_to(root) \
+                    or p.relative_to(root).parts[0] not in _DATA_DIRS:
+                continue
+            why = _damage(p, data=True)
+            if why is not None and self._set_aside(p, why) is not None:
+                found = True
+        return found
+
+    def _set_aside(self, p: Path, reason: str) -> str | None:
+        """Move the damaged file ``p`` to ``quarantine/`` (same relative path; a number
+        added when the name is taken) with a note of why and when, and say so in one line;
+        the path it went to, relative to the root (None: ``p`` was gone already)."""
+        rel = self._rel(p)
+        dest = self.root / QUARANTINE / rel
+        n = 0
+        while dest.exists() or dest.with_name(dest.name + ".note.json").exists():
+            n += 1
+            dest = self.root / QUARANTINE / f"{rel}.{n}"
+        note = {"file": rel, "reason": reason, "size_bytes": _size(p),
+                "quarantined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "by": "aifabric (the results store): the file is no readable Parquet; its "
+                      "rows are left out of every query"}
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            (dest.parent / (dest.name + ".note.json")).write_text(
+                json.dumps(note, indent=1) + "\n", encoding="utf-8")
+            try:
+                os.replace(p, dest)
+            except FileNotFoundError:  # set aside by another process, or compacted away
+                (dest.parent / (dest.name + ".note.json")).unlink(missing_ok=True)
+                return None
+            _fsync_dir(dest.parent)
+            _fsync_dir(p.parent)
+        except OSError as e:
+            raise SpecError(Problem("store", f"{p} is damaged ({reason}) and cannot be moved "
+                                    f"to {self.root / QUARANTINE}: {e.strerror or e}; "
+                                    "allowed: a store you can write to (or move the file "
+                                    "away yourself)")) from None
+        self._parts.pop(p, None)
+        moved = dest.relative_to(self.root).as_posix()
+        self.quarantined.append({"file": rel, "moved_to": moved, "reason": reason})
+        self.warn(f"warning: store: {self.root / rel} is damaged ({reason}); moved to "
+                  f"{self.root / moved}, its rows left out")
+        return moved
 
     # ------------------------------------------------------------------ compaction
     def compact(self, sweep: str | None = None) -> dict[str, int]:
@@ -586,7 +761,7 @@ class Store:
             files = []  # nothing new for the rows: only the tables may need merging
             if not full or not every:
                 return 0, 0
-        runs = _read(files or every, f"""
+        runs = self._read(files or every, f"""
             SELECT * EXCLUDE (_file, file_row_number) FROM {{src}}
             QUALIFY row_number() OVER (
                 PARTITION BY run_id ORDER BY (status = 'ok') DESC, {_PICK} DESC) = 1
@@ -637,12 +812,57 @@ class Store:
                  or p.name.split(".")[0] in keep]
         if not files or (len(files) == 1 and files[0].name.startswith("part-")):
             return 0
-        table = _read(files, f"""
+        table = self._read(files, f"""
             SELECT * EXCLUDE (_file, file_row_number) FROM {{src}}
             WHERE run_id IN (SELECT unnest($ids))
             QUALIFY {_PICK} = max({_PICK}) OVER (PARTITION BY {key})
             ORDER BY run_id, _file, file_row_number""", ids=sorted(keep))
         return self._replace_partition(d, files, table.replace_schema_metadata(None), gen)
+
+
+    def _read(self, files: list[Path], sql: str, **params: Any) -> pa.Table:
+        """``sql`` over the Parquet ``files`` (``{src}``: their union by column name, with
+        ``_file`` and ``file_row_number``) as an Arrow table, read by DuckDB (a few times
+        faster than pyarrow on many small files); a file removed meanwhile is skipped, a
+        damaged one set aside (module doc)."""
+        import duckdb
+
+        vanished = 0
+        while True:  # each pass ends, or drops a file that vanished or was set aside
+            files = [p for p in files if p.exists()]
+            src = ("read_parquet($files, union_by_name = true, hive_partitioning = false, "
+                   "filename = '_file', file_row_number = true)")
+            con = duckdb.connect(":memory:")
+            try:
+                rel = con.sql(sql.format(src=src),
+                              params={"files": [str(p) for p in files], **params})
+                return (rel.to_arrow_table() if hasattr(rel, "to_arrow_table")
+                        else rel.fetch_arrow_table())
+            except duckdb.IOException as e:
+                if "No such file" in str(e) and vanished < 5:  # bounded: listed, then gone
+                    vanished += 1
+                    continue
+                if not self._set_aside_bad(files, str(e)):
+                    raise SpecError(Problem("store", f"cannot compact: "
+                                            f"{_one_line(str(e))}")) from None
+            except duckdb.Error as e:
+                if not self._set_aside_bad(files, str(e)):
+                    raise SpecError(Problem("store", f"cannot compact: "
+                                            f"{_one_line(str(e))}")) from None
+            finally:
+                con.close()
+
+    def _set_aside_bad(self, files: list[Path], msg: str) -> bool:
+        """After a failed read of ``files``: set aside the damaged ones (those the message
+        names, else any found by a check of them all); whether any was."""
+        if self._set_aside_named(msg):
+            return True
+        found = False
+        bad = {p: why for p in files if (why := _damage(p)) is not None}
+        bad.update(_unreadable([p for p in files if p not in bad]))
+        for p in sorted(bad):
+            found |= self._set_aside(p, bad[p]) is not None
+        return found
 
 
 class _Lock:
@@ -684,28 +904,93 @@ def _umask() -> int:
     return umask()
 
 
-def _read(files: list[Path], sql: str, **params: Any) -> pa.Table:
-    """``sql`` over the Parquet ``files`` (``{src}``: their union by column name, with
-    ``_file`` and ``file_row_number``) as an Arrow table, read by DuckDB (a few times faster
-    than pyarrow on many small files); a file removed meanwhile is skipped."""
+def _warn_line(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _size(p: Path) -> int | None:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return None
+
+
+def _damage(p: Path, *, footer: bool = True, data: bool = False) -> str | None:
+    """Why ``p`` is no readable Parquet file, or None (fine, or gone): its size and magic
+    bytes (``PAR1`` at both ends) and footer length, then (``footer``) its footer parsed
+    by pyarrow (schema, row groups, the Arrow schema), then (``data``) every value read by
+    DuckDB. The first check opens the file and reads 12 bytes: about 20 us a file; the
+    footer about 0.15 ms (docs/results.md)."""
+    try:
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size < 12:
+                return f"{size} bytes: too small to be a Parquet file (truncated?)"
+            head = fh.read(4)
+            fh.seek(-8, os.SEEK_END)
+            tail = fh.read(8)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}"
+    if head != _MAGIC:
+        return "no Parquet magic bytes at its start"
+    if tail[4:] != _MAGIC:
+        return "no Parquet magic bytes at its end (truncated?)"
+    if int.from_bytes(tail[:4], "little") + 12 > size:
+        return "its footer length runs past the file's start (truncated?)"
+    if footer:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(p)
+            pf.schema_arrow  # noqa: B018 - parses the Arrow schema kept in the footer
+            pf.close()
+        except FileNotFoundError:
+            return None
+        except (pa.ArrowException, OSError, ValueError) as e:
+            return f"unreadable footer: {_one_line(str(e))}"
+    if data:
+        bad = _unreadable([p])
+        if bad:
+            return bad[0][1]
+    return None
+
+
+def _unreadable(files: list[Path]) -> list[tuple[Path, str]]:
+    """The files among ``files`` whose data DuckDB cannot read (every column of every
+    row decoded), with DuckDB's reason: one read of them all, halved while it fails (so
+    about 2 log2(n) reads per damaged file, one read when none is)."""
     import duckdb
 
-    for _ in range(5):  # bounded: a file vanished between listing and reading
-        files = [p for p in files if p.exists()]
-        src = ("read_parquet($files, union_by_name = true, hive_partitioning = false, "
-               "filename = '_file', file_row_number = true)")
-        con = duckdb.connect(":memory:")
-        try:
-            rel = con.sql(sql.format(src=src),
-                          params={"files": [str(p) for p in files], **params})
-            return (rel.to_arrow_table() if hasattr(rel, "to_arrow_table")
-                    else rel.fetch_arrow_table())
-        except duckdb.IOException:
-            continue
-        finally:
-            con.close()
-    raise SpecError(Problem("store", "files kept vanishing while compacting; allowed: one "
-                            "compaction at a time"))
+    if not files:
+        return []
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET autoload_known_extensions = false")
+        out: list[tuple[Path, str]] = []
+        todo = [files]
+        while todo:
+            part = todo.pop()
+            try:
+                # hash: every value decoded (count() may answer from the footer's statistics)
+                con.execute("SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet($files, "
+                            "union_by_name = true, hive_partitioning = false)",
+                            {"files": [str(p) for p in part]}).fetchall()
+                continue
+            except duckdb.Error as e:
+                if len(part) == 1:
+                    if part[0].exists():
+                        out.append((part[0], f"unreadable data: {_one_line(str(e))}"))
+                    continue
+            half = len(part) // 2
+            todo += [part[half:], part[:half]]
+        return sorted(out)
+    finally:
+        con.close()
 
 
 def _order_row_columns(t: pa.Table) -> pa.Table:
@@ -760,6 +1045,33 @@ def _one_line(msg: str) -> str:
     """DuckDB's message on one line: its first paragraph, whitespace collapsed."""
     head = msg.strip().split("\n\n")[0]
     return " ".join(head.split()) or "DuckDB refused the query"
+
+
+def _check_read_only(sql: str) -> None:
+    """One statement, a query (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN): no COPY,
+    INSTALL, LOAD, ATTACH, EXPORT, SET, PRAGMA, CALL nor any statement that changes
+    something (the connection refuses files outside the store as well)."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        stmts = con.extract_statements(sql)
+    except duckdb.Error as e:
+        raise SpecError(Problem("sql", _one_line(str(e)))) from None
+    finally:
+        con.close()
+    if not stmts:
+        _empty_sql()
+    if len(stmts) > 1:
+        raise SpecError(Problem("sql", f"{len(stmts)} statements; allowed: one query (a "
+                                "SELECT over runs, timings or a table)"))
+    kind = stmts[0].type.name
+    if kind not in _QUERY_KINDS:
+        raise SpecError(Problem("sql", f"a {kind} statement is refused: queries read the "
+                                "store only, install and load nothing and write nothing "
+                                "(results query --format csv or json, redirected, writes "
+                                "the rows); allowed: SELECT, WITH, DESCRIBE, SHOW, "
+                                "SUMMARIZE, EXPLAIN"))
 
 
 def _empty_sql() -> Any:

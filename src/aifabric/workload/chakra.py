@@ -38,7 +38,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import heapq
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -621,11 +620,17 @@ def load_groups(folder: Path, given: dict[str, list[int]] | None) -> dict[str, l
     p = folder / "comm_group.json"
     if not p.is_file():
         return None
+    from aifabric.spec.load import load_json
+
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = load_json(p)
         if not isinstance(doc, dict):
             raise ValueError("not a mapping")
         return {str(k): [int(x) for x in v] for k, v in doc.items()}
+    except SpecError as e:  # unreadable, invalid JSON, too large
+        raise SpecError(Problem("workload.chakra", f"{p}: not a comm_group.json "
+                                f"({e.problems[0].message}); allowed: {{\"group name\": "
+                                "[ranks]}")) from None
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         raise SpecError(Problem("workload.chakra", f"{p}: not a comm_group.json ({e}); "
                                 "allowed: {\"group name\": [ranks]}")) from None
