@@ -56,9 +56,9 @@ def max_input_bytes() -> int:
     env = os.environ.get(_SIZE_ENV)
     if not env:
         return MAX_INPUT_BYTES
-    from aifabric.guard import parse_size
+    from aifabric.spec.units import parse_size
 
-    return parse_size(env, _SIZE_ENV)
+    return parse_size(env, _SIZE_ENV, memory=True)
 
 
 def _mib(n: int) -> str:
