@@ -30,8 +30,7 @@ JOB = GOLDEN / "sims" / "job-single-switch.yaml"
 
 
 def _load(path: Path):
-    from aifabric.scenario import load_scenario
-
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.scenario import SimScenario
     from aifabric.topology import build_fabric
 

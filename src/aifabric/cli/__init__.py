@@ -70,7 +70,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "plots."),
     "results": ("results", "app",
                 "Query the results store of sweeps and runs with SQL (DuckDB), list its "
-                "sweeps, compact its files."),
+                "sweeps, compact and verify its files."),
     "serve": ("serve", "serve_cmd",
               "Serve the twin as a web page: topology, heatmap, collective paths, what-if "
               "failures and the files of a run."),
