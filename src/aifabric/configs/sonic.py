@@ -22,7 +22,6 @@ the typed YANG JSON form for validation.
 
 from __future__ import annotations
 
-import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +32,9 @@ from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan
 from aifabric.errors import Problem, SpecError
 from aifabric.topology import Fabric, LinkKind, NodeKind
+from aifabric.topology.buffers import buffer_plan, buffer_problem
 
-__all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "headroom_bytes", "render_config_db"]
+__all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "render_config_db"]
 
 MAP_NAME = "AIFABRIC"
 DEVICE_TYPE = {NodeKind.TOR: "ToRRouter", NodeKind.AGG: "LeafRouter",
@@ -43,22 +43,6 @@ _HASH_FIELD = {"src_ip": "SRC_IP", "dst_ip": "DST_IP", "protocol": "IP_PROTOCOL"
                "src_port": "L4_SRC_PORT", "dst_port": "L4_DST_PORT"}
 #: routing.hash -> SONiC's hash-algorithm enum (SONiC has no CRC-32C: the ASIC's CRC)
 _HASH_ALGO = {"crc32": "CRC_32LO", "crc32c": "CRC", "crc16_ccitt": "CRC_CCITT", "xor": "XOR"}
-
-
-def headroom_bytes(speed_gbps: float, cable_m: float, mtu: int, ns_per_m: float,
-                   response_ns: int) -> tuple[int, int]:
-    """PFC headroom of one lossless priority group: ``(xoff, xon)`` in bytes.
-
-    XOFF covers what is still in flight after the switch sends PAUSE: the round trip
-    on the cable (2 x length x ns/m) plus the peer's response time, at line rate, plus
-    one MTU being sent by each end when the threshold was crossed. XON is 2 MTUs.
-    Both are rounded up to 256-byte cells.
-    """
-    bytes_per_ns = speed_gbps / 8.0
-    inflight = bytes_per_ns * (2 * cable_m * ns_per_m + response_ns)
-    xoff = int(math.ceil((inflight + 2 * mtu) / 256.0) * 256)
-    xon = int(math.ceil(2 * mtu / 256.0) * 256)
-    return xoff, xon
 
 
 def _ranges(values: list[int]) -> list[str]:
@@ -127,6 +111,16 @@ class SwitchContext:
         missing = qos.wred_missing(np.unique(speeds).tolist())
         if missing:
             raise SpecError(Problem("deploy.qos.wred", missing))
+        #: the buffer pools of every switch (headroom per lossless port, pools), shared
+        #: with the packet simulator
+        self.buffers = buffer_plan(self.f, 1 if self.lossless else 0,
+                                   mtu_bytes=self.dep.mtu.switch,
+                                   response_ns=qos.pfc_response_ns)
+        #: per row: the arc into the row's node (its ingress)
+        self.arc_in = (2 * e.link + e.up).tolist()
+        bad = buffer_problem(self.f, self.buffers)
+        if bad:
+            raise SpecError(Problem("deploy.qos.mode", bad))
 
     def portchannel(self, row: int) -> str:
         """HPN: the LACP PortChannel of a host-facing ToR port (one per host port)."""
@@ -160,7 +154,6 @@ class _Tables:
     profiles: dict[str, dict[str, str]] = field(default_factory=dict)
     #: WRED profile name -> its deploy.qos profile
     wred: dict[str, Any] = field(default_factory=dict)
-    headroom_total: int = 0
 
 
 def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
@@ -181,7 +174,7 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
         _port_qos_rows(ctx, t, r)
     _link_tables(ctx, t, db)
     _qos_tables(ctx, t, db)
-    _buffer_tables(ctx, t, db, model)
+    _buffer_tables(ctx, t, db, node)
     _hash_tables(f, node, db)
     db["FLEX_COUNTER_TABLE"] = {g: {"FLEX_COUNTER_STATUS": "enable"} for g in
                                 ("PORT", "QUEUE", "PG_WATERMARK", "QUEUE_WATERMARK")
@@ -263,12 +256,10 @@ def _port_qos_rows(ctx: SwitchContext, t: _Tables, r: int) -> None:
         return
     prof = f"pg_lossless_{spd}_{ctx.length_class[r]}m_profile"
     if prof not in t.profiles:
-        lat = ctx.f.spec.latency
-        xoff, xon = headroom_bytes(spd / 1000, float(ctx.length_class[r]), ctx.dep.mtu.switch,
-                                   lat.cable_ns_per_m, qos.pfc_response_ns)
+        a = ctx.arc_in[r]
+        xoff, xon = int(ctx.buffers.arc_xoff[a]), int(ctx.buffers.arc_xon[a])
         t.profiles[prof] = {"pool": "ingress_lossless_pool", "xon": str(xon),
                             "xoff": str(xoff), "size": str(xon + xoff), "dynamic_th": "0"}
-    t.headroom_total += int(t.profiles[prof]["xoff"])
     t.buf_pg[f"{pn}|{roce}"] = {"profile": prof}
     t.buf_q[f"{pn}|{roce}"] = {"profile": "egress_lossless_profile"}
     for qr in _ranges([q for q in range(8) if q != roce]):
@@ -337,15 +328,19 @@ def _qos_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any]) -> None:
     db["QUEUE"] = t.queue
 
 
-def _buffer_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any], model: Any) -> None:
-    """BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG, BUFFER_QUEUE, CABLE_LENGTH and PFC_WD."""
-    total = int(model.buffer_mb * 1_000_000)
+def _buffer_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any], node: int) -> None:
+    """BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG, BUFFER_QUEUE, CABLE_LENGTH and PFC_WD:
+    the pools of :func:`aifabric.topology.buffers.buffer_plan` (the packet simulator's):
+    the ingress lossless pool is the shared pool (the buffer less the headroom pool), its
+    ``xoff`` the headroom pool (every lossless PG's XOFF headroom)."""
+    plan = ctx.buffers
+    total = int(plan.total_bytes[node])
     if ctx.lossless:
-        headroom_total = t.headroom_total
-        shared = max(total - headroom_total, total // 4)
+        headroom_total = int(plan.headroom_pool_bytes[node])
+        shared = total - headroom_total
         db["BUFFER_POOL"] = {
             "ingress_lossless_pool": {"type": "ingress", "mode": "dynamic", "size": str(shared),
-                                      "xoff": str(min(headroom_total, total - shared))},
+                                      "xoff": str(headroom_total)},
             "egress_lossless_pool": {"type": "egress", "mode": "static", "size": str(total)},
             "egress_lossy_pool": {"type": "egress", "mode": "dynamic", "size": str(shared)},
         }

@@ -21,7 +21,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.sim.flow.engine import FlowRun, Paths
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS
-from aifabric.sim.packet.network import QP
+from aifabric.sim.packet.network import QP, SwitchBuffers
 from aifabric.sim.packet.sim import PacketSim
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
@@ -334,7 +334,8 @@ def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
 
 def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
               rev_routes: list[tuple[int, ...]]) -> PacketSim:
-    """The packet simulator of ``f`` with ports on the arcs of the routes."""
+    """The packet simulator of ``f`` with ports on the arcs of the routes and the
+    switches' buffers of :func:`switch_buffers`."""
     from aifabric.sim.paths import arc_latency_ns
 
     src, dst, cap = f.arcs
@@ -343,7 +344,38 @@ def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
     return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
                      arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
-                     used_arcs=used, node_names=[str(x) for x in f.nodes.name])
+                     used_arcs=used, node_names=[str(x) for x in f.nodes.name],
+                     buffers=switch_buffers(f, cfg))
+
+
+def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
+    """The switch buffers of a packet run on ``f``: the pools of
+    :func:`aifabric.topology.buffers.buffer_plan` (the SONiC build's BUFFER_POOL and
+    BUFFER_PG: each switch model's ``buffer_mb``, or ``packet.buffer.size_bytes`` for
+    every switch; headroom from every cabled port's speed and cable, the switch latency,
+    ``deploy.mtu.switch`` and ``deploy.qos.pfc_response_ns``, for each lossless
+    priority). A switch whose buffer cannot hold its headroom pool plus one XOFF
+    threshold (``pfc.xoff_bytes``) is refused with a :class:`SpecError` naming the switch
+    model, the numbers and what would fit, unless ``pfc.allow_overcommit``."""
+    from aifabric.topology.buffers import buffer_plan, buffer_problem
+
+    dep = f.spec.deploy
+    n_loss = len(set(cfg.pfc.priorities)) if cfg.pfc.enabled else 0
+    plan = buffer_plan(f, n_loss, mtu_bytes=dep.mtu.switch,
+                       response_ns=dep.qos.pfc_response_ns, buffer_bytes=cfg.buffer.size_bytes)
+    if n_loss and cfg.pfc.headroom_bytes is None and not cfg.pfc.allow_overcommit:
+        bad = buffer_problem(f, plan, cfg.pfc.xoff_bytes)
+        if bad:
+            n = int(np.argmax(plan.shortfall(cfg.pfc.xoff_bytes) > 0))
+            field = "packet.buffer.size_bytes" if plan.source == "override" else \
+                f"switch_models.{f.models[int(f.nodes.model[n])][0]}.buffer_mb"
+            raise SpecError(Problem(field, f"{bad}; or packet.pfc.allow_overcommit: true to "
+                                    "run it anyway and see the lossless drops"))
+    links = f.links.latency_ns.astype(np.float64)
+    return SwitchBuffers(node_buffer_bytes=plan.total_bytes,
+                         node_reserved_bytes=plan.headroom_pool_bytes,
+                         arc_headroom=plan.arc_xoff, arc_link_delay_ns=np.repeat(links, 2),
+                         source=plan.source)
 
 
 class _DagDriver:
