@@ -243,3 +243,21 @@ def test_the_headroom_pool_is_the_sum_of_every_lossless_port_and_fits_or_is_refu
     else:
         with pytest.raises(SpecError):
             switch_buffers(f, cfg)
+
+
+def test_a_hosts_scale_up_switch_on_an_nvlink_route_forwards_without_loss():
+    """A ring over 2-GPU hosts: some transfers stay inside a host (NVLink through its
+    scale-up switch, a node the fabric's buffer plan has no model for): it forwards with
+    the default buffer and headroom from its links, every byte arrives, nothing drops."""
+    doc = {"name": "ring", "spec": {
+        "name": "two", "hosts": {"count": 4, "gpus_per_host": 2, "nics_per_host": 2,
+                                 "port_gbps": 100},
+        "switch_models": {"t": {"ports": 16, "port_gbps": 100}},
+        "topology": {"family": "single_tor", "tor": {"model": "t"}}},
+        "traffic": [{"pattern": "ring", "gpus": "all", "size_bytes": 200_000}]}
+    f, wl, paths, xconn = routed(doc)
+    cfg = PacketConfig.model_validate({"pfc": {"enabled": True}})
+    run = run_packet(wl.dag, f, paths, xconn, cfg)
+    c = run.counters
+    assert c["drops"] == 0 and c["qps_done"] == c["qps"] > 0
+    assert c["delivered_bytes"] == 8 * 200_000

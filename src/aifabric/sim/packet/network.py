@@ -385,31 +385,39 @@ class Network:
         n_loss = sum(self.lossless)
         is_sw = ~np.asarray(self.is_host, dtype=bool)
         size = cfg.buffer.size_bytes
+        fallback = DEFAULT_BUFFER_BYTES if size is None else size
+        planned = np.zeros(len(NU), dtype=bool)  # switches of the fabric's buffer plan
         if buffers is not None:
-            NU[:, L.U_BUF] = np.where(is_sw, buffers.node_buffer_bytes, 0)
-        else:
-            NU[:, L.U_BUF] = np.where(is_sw, DEFAULT_BUFFER_BYTES if size is None else size, 0)
+            planned = is_sw & (np.asarray(buffers.node_buffer_bytes) > 0)
+            NU[:, L.U_BUF] = np.where(planned, buffers.node_buffer_bytes, 0)
+        # nodes that forward without a buffer plan (a hand-built network; a host's
+        # scale-up switch on an NVLink route): the override or the default
+        NU[:, L.U_BUF] = np.where(is_sw & ~planned, fallback, NU[:, L.U_BUF])
+        #: the nodes whose buffers the report describes: the fabric's switches (without a
+        #: fabric: every switch)
+        self.reported_switches = planned if buffers is not None else is_sw
         #: where the switch buffers come from: "model" (each switch model's buffer_mb),
         #: "override" (packet.buffer.size_bytes), "default" (a network without a fabric)
         self.buffer_source = buffers.source if buffers is not None else \
             ("default" if size is None else "override")
+        from_plan = buffers is not None and buffers.node_reserved_bytes is not None and \
+            pfc.headroom_bytes is None
         self.headroom: dict[int, int] = {}
         for a, p in self.ports.items():
             if self.is_host[p.dst] or not n_loss:
                 continue
             h = pfc.headroom_bytes
-            if h is None and buffers is not None and buffers.arc_headroom is not None:
+            if h is None and from_plan and planned[p.dst] and buffers.arc_headroom is not None \
+                    and buffers.arc_headroom[a] > 0:
                 h = int(buffers.arc_headroom[a])
             if h is None:
                 h = pg_headroom(p.gbps, p.prop_ps / 1000, max_frame, DEFAULT_RESPONSE_NS)[0]
             self.headroom[a] = h
             PI[p.pid, L.P_HEADROOM] = h
-            if buffers is None or buffers.node_reserved_bytes is None or \
-                    pfc.headroom_bytes is not None:
+            if not (from_plan and planned[p.dst]):
                 NU[p.dst, L.U_RESV] += h * n_loss
-        if buffers is not None and buffers.node_reserved_bytes is not None and \
-                pfc.headroom_bytes is None and n_loss:
-            NU[:, L.U_RESV] = np.where(is_sw, buffers.node_reserved_bytes, 0)
+        if from_plan and n_loss:
+            NU[:, L.U_RESV] = np.where(planned, buffers.node_reserved_bytes, NU[:, L.U_RESV])
         self.reserved = NU[:, L.U_RESV]
         need = self.reserved + np.where(self.reserved > 0, pfc.xoff_bytes, 0)
         over = np.flatnonzero(need > NU[:, L.U_BUF])

@@ -343,7 +343,7 @@ class PacketSim:
         headroom pool of the switches, and the overcommitted switches
         (``pfc.allow_overcommit``)."""
         net = self.net
-        sw = net.NU[:, L.U_BUF] > 0  # switches (not NICs, nor hosts' insides)
+        sw = net.reported_switches
         buf = net.NU[sw, L.U_BUF]
         resv = net.NU[sw, L.U_RESV]
         return {"source": net.buffer_source,
