@@ -781,6 +781,10 @@ def export_scenario(scn: Any, f: Fabric, fmt: str, *, start_times: str = "zero"
     if fmt not in FORMATS:
         raise _refuse("--format", f"{fmt!r}; allowed: {', '.join(FORMATS)}")
     cfg = effective_packet_config(scn.packet, scn.spec.deploy, file=scn.file)
+    if cfg.buffer.size_bytes is None:  # the simulator's: each switch model's; one for all
+        size = max((int(m.buffer_mb * 1_000_000) for _, m in f.models), default=32 << 20)
+        cfg = cfg.model_copy(update={"buffer": cfg.buffer.model_copy(
+            update={"size_bytes": size})})
     if fmt == "ns3-rdma":
         _ns3_limits(f)
     flows = scenario_flows(scn, f, start_times=start_times)

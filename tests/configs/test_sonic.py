@@ -9,9 +9,9 @@ from functools import cache
 import numpy as np
 import pytest
 
-from aifabric.configs.sonic import headroom_bytes
 from aifabric.configs.yang import to_yang, validate_config_dbs
 from aifabric.topology import NodeKind
+from aifabric.topology.buffers import pg_headroom
 from tests.configs.conftest import FAMILIES, config_dbs, need_tool, small_ctx
 from tests.conftest import need_sonic_yang
 
@@ -202,12 +202,75 @@ def test_ecmp_hash_comes_from_the_routing_policy():
 
 
 def test_headroom_grows_with_speed_and_cable_length():
-    """XOFF = speed/8 x (2 x length x ns/m + response) + 2 MTU, rounded up to 256 B."""
-    x, xon = headroom_bytes(400, 100, 9100, 5.0, 1000)
+    """XOFF = speed/8 x (2 x length x ns/m + pipeline + response) + 2 MTU, rounded up to
+    256 B (SONiC's dynamic headroom calculation: cable round trip, mac/phy and pipeline
+    delay, peer response, an MTU at each end)."""
+    x, xon = pg_headroom(400, 100 * 5.0, 9100, 1000)
     assert x == int(np.ceil((400 / 8 * (2 * 100 * 5 + 1000) + 2 * 9100) / 256) * 256)
     assert xon == int(np.ceil(2 * 9100 / 256) * 256)
-    assert headroom_bytes(400, 200, 9100, 5.0, 1000)[0] > x
-    assert headroom_bytes(200, 100, 9100, 5.0, 1000)[0] < x
+    assert pg_headroom(400, 200 * 5.0, 9100, 1000)[0] > x
+    assert pg_headroom(200, 100 * 5.0, 9100, 1000)[0] < x
+    assert pg_headroom(400, 100 * 5.0, 9100, 1000, 800)[0] == int(
+        np.ceil((400 / 8 * (2 * 100 * 5 + 800 + 1000) + 2 * 9100) / 256) * 256)
+
+
+def _examples() -> list[str]:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    specs = sorted(str(p) for p in root.glob("*.yaml"))
+    scns = sorted(str(p) for p in (root / "scenarios").glob("*.yaml")
+                  if "sim: packet" in p.read_text())
+    return specs + scns
+
+
+@pytest.mark.parametrize("path", _examples(), ids=lambda p: p.rsplit("/", 1)[-1])
+def test_sonic_buffers_and_the_packet_simulators_are_one_computation(path):
+    """On every example fabric (and every packet scenario's): the SONiC build's
+    BUFFER_POOL (ingress lossless pool size + xoff = the switch model's buffer; xoff = the
+    headroom pool) and each lossless BUFFER_PG's xoff are the packet simulator's buffer,
+    headroom pool and per-port headroom, switch by switch (one switch of each tier and
+    model)."""
+    from aifabric import build_fabric, load_spec
+    from aifabric.configs.addressing import plan_addresses
+    from aifabric.configs.sonic import SwitchContext, render_config_db
+    from aifabric.scenario import load_scenario
+    from aifabric.sim.packet.config import PacketConfig, effective_packet_config
+    from aifabric.sim.packet.run import switch_buffers
+    from aifabric.sim.scenario import SimScenario
+
+    if "/scenarios/" in path:
+        scn = load_scenario(path, SimScenario)
+        spec, packet = scn.spec, scn.packet
+    else:
+        spec, packet = load_spec(path), PacketConfig()
+    f = build_fabric(spec)
+    ctx = SwitchContext(plan_addresses(f))
+    if not ctx.lossless:
+        pytest.skip("lossy deployment: no lossless buffers")
+    cfg = effective_packet_config(packet, spec.deploy)
+    sim = switch_buffers(f, cfg)
+    nodes = f.nodes
+    picks = {}
+    for n in np.flatnonzero(f.is_switch).tolist():
+        picks.setdefault((int(nodes.kind[n]), int(nodes.model[n])), n)
+    for n in picks.values():
+        db = render_config_db(ctx, n)
+        pool = db["BUFFER_POOL"]["ingress_lossless_pool"]
+        assert int(pool["xoff"]) == sim.node_reserved_bytes[n] > 0
+        if cfg.buffer.size_bytes is None:
+            assert int(pool["size"]) + int(pool["xoff"]) == sim.node_buffer_bytes[n]
+        prof = db["BUFFER_PROFILE"]
+        rows = range(int(ctx.ends.start[n]), int(ctx.ends.stop[n]))
+        roce = spec.deploy.qos.roce_tc
+        assert len(rows) == sum(1 for k in db["BUFFER_PG"] if k.endswith(f"|{roce}"))
+        total = 0
+        for r in rows:
+            pg = db["BUFFER_PG"][f"{ctx.port_name[r]}|{roce}"]
+            xoff = int(prof[pg["profile"]]["xoff"])
+            assert xoff == sim.arc_headroom[ctx.arc_in[r]]
+            total += xoff
+        assert total == int(pool["xoff"])
 
 
 def test_hpn_tor_pair_answers_lacp_as_one_system():

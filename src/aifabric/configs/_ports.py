@@ -15,28 +15,9 @@ import numpy as np
 from aifabric.configs.addressing import AddressPlan, ip_str
 from aifabric.topology import Fabric, LinkKind, NodeKind
 from aifabric.topology._build import fmt
+from aifabric.topology.buffers import LENGTH_CLASSES_M, length_class_m, link_length_m
 
 __all__ = ["LENGTH_CLASSES_M", "Endpoints", "length_class_m", "link_length_m"]
-
-#: cable length classes (metres): a cable is ordered as the smallest class >= its length
-LENGTH_CLASSES_M = (1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50, 100, 150, 200, 300, 500, 1000, 2000,
-                    10000)
-
-
-def length_class_m(metres: float) -> int:
-    """The smallest length class that holds ``metres``."""
-    for c in LENGTH_CLASSES_M:
-        if metres <= c + 1e-9:
-            return c
-    return LENGTH_CLASSES_M[-1]
-
-
-def link_length_m(f: Fabric) -> dict[int, float]:
-    """Cable length in metres per cabled link kind (from ``spec.latency``)."""
-    lat = f.spec.latency
-    return {LinkKind.ACCESS: lat.access_m, LinkKind.LEAF_SPINE: lat.leaf_spine_m,
-            LinkKind.SPINE_CORE: lat.spine_core_m}
-
 
 def port_names(f: Fabric, node: np.ndarray, port: np.ndarray) -> np.ndarray:
     """Interface names of (node, port) pairs: ``Ethernet<lane>`` on switches,

@@ -17,8 +17,9 @@ import numpy as np
 from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan, ip_str
 from aifabric.configs.frr import template_env
-from aifabric.configs.sonic import _HASH_ALGO, _HASH_FIELD, headroom_bytes
+from aifabric.configs.sonic import _HASH_ALGO, _HASH_FIELD
 from aifabric.topology import LinkKind, NodeKind
+from aifabric.topology.buffers import buffer_plan
 
 __all__ = ["render_lld"]
 
@@ -112,15 +113,17 @@ def render_lld(plan: AddressPlan, ends: Endpoints) -> str:
               "used": f"{len(plan.switches):,} /32"},
              {"name": "deploy.pools.p2p", "prefix": dep.pools.p2p,
               "used": f"{len(plan.p2p):,} /31"}]
-    headroom: dict[tuple[int, int], int] = Counter()
+    bp = buffer_plan(f, 1, mtu_bytes=dep.mtu.switch, response_ns=dep.qos.pfc_response_ns)
+    headroom: dict[tuple[int, int, int, int], int] = Counter()
     sw_rows = f.is_switch[ends.node]
-    for spd, lc in zip(ends.speed_gbps[sw_rows].astype(int).tolist(),
-                       ends.length_class[sw_rows].tolist(), strict=True):
-        headroom[(spd, lc)] += 1
+    arc_in = (2 * ends.link + ends.up)[sw_rows]  # the switch port's ingress
+    for spd, lc, xoff, xon in zip(ends.speed_gbps[sw_rows].astype(int).tolist(),
+                                  ends.length_class[sw_rows].tolist(),
+                                  bp.arc_xoff[arc_in].tolist(), bp.arc_xon[arc_in].tolist(),
+                                  strict=True):
+        headroom[(spd, lc, xoff, xon)] += 1
     hr = []
-    for (spd, lc), n in sorted(headroom.items()):
-        xoff, xon = headroom_bytes(spd, lc, dep.mtu.switch, spec.latency.cable_ns_per_m,
-                                   dep.qos.pfc_response_ns)
+    for (spd, lc, xoff, xon), n in sorted(headroom.items()):
         hr.append({"name": f"pg_lossless_{spd * 1000}_{lc}m_profile", "speed": f"{spd}G",
                    "cable": f"{lc} m", "xoff": xoff, "xon": xon, "ports": n})
     rt = spec.routing

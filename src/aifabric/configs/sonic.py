@@ -22,8 +22,8 @@ the typed YANG JSON form for validation.
 
 from __future__ import annotations
 
-import math
 import zlib
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,8 +32,9 @@ from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan
 from aifabric.errors import Problem, SpecError
 from aifabric.topology import Fabric, LinkKind, NodeKind
+from aifabric.topology.buffers import buffer_plan, buffer_problem
 
-__all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "headroom_bytes", "render_config_db"]
+__all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "render_config_db"]
 
 MAP_NAME = "AIFABRIC"
 DEVICE_TYPE = {NodeKind.TOR: "ToRRouter", NodeKind.AGG: "LeafRouter",
@@ -42,22 +43,6 @@ _HASH_FIELD = {"src_ip": "SRC_IP", "dst_ip": "DST_IP", "protocol": "IP_PROTOCOL"
                "src_port": "L4_SRC_PORT", "dst_port": "L4_DST_PORT"}
 #: routing.hash -> SONiC's hash-algorithm enum (SONiC has no CRC-32C: the ASIC's CRC)
 _HASH_ALGO = {"crc32": "CRC_32LO", "crc32c": "CRC", "crc16_ccitt": "CRC_CCITT", "xor": "XOR"}
-
-
-def headroom_bytes(speed_gbps: float, cable_m: float, mtu: int, ns_per_m: float,
-                   response_ns: int) -> tuple[int, int]:
-    """PFC headroom of one lossless priority group: ``(xoff, xon)`` in bytes.
-
-    XOFF covers what is still in flight after the switch sends PAUSE: the round trip
-    on the cable (2 x length x ns/m) plus the peer's response time, at line rate, plus
-    one MTU being sent by each end when the threshold was crossed. XON is 2 MTUs.
-    Both are rounded up to 256-byte cells.
-    """
-    bytes_per_ns = speed_gbps / 8.0
-    inflight = bytes_per_ns * (2 * cable_m * ns_per_m + response_ns)
-    xoff = int(math.ceil((inflight + 2 * mtu) / 256.0) * 256)
-    xon = int(math.ceil(2 * mtu / 256.0) * 256)
-    return xoff, xon
 
 
 def _ranges(values: list[int]) -> list[str]:
@@ -126,6 +111,16 @@ class SwitchContext:
         missing = qos.wred_missing(np.unique(speeds).tolist())
         if missing:
             raise SpecError(Problem("deploy.qos.wred", missing))
+        #: the buffer pools of every switch (headroom per lossless port, pools), shared
+        #: with the packet simulator
+        self.buffers = buffer_plan(self.f, 1 if self.lossless else 0,
+                                   mtu_bytes=self.dep.mtu.switch,
+                                   response_ns=qos.pfc_response_ns)
+        #: per row: the arc into the row's node (its ingress)
+        self.arc_in = (2 * e.link + e.up).tolist()
+        bad = buffer_problem(self.f, self.buffers)
+        if bad:
+            raise SpecError(Problem("deploy.qos.mode", bad))
 
     def portchannel(self, row: int) -> str:
         """HPN: the LACP PortChannel of a host-facing ToR port (one per host port)."""
@@ -138,135 +133,171 @@ class SwitchContext:
         return self.ports[row] + 1 + max(side, 0) * self.dep.hpn.lacp_port_id_offset
 
 
+@dataclass
+class _Tables:
+    """The per-port tables of one switch, filled port by port."""
+
+    port: dict[str, Any] = field(default_factory=dict)
+    interface: dict[str, Any] = field(default_factory=dict)
+    neighbor: dict[str, Any] = field(default_factory=dict)
+    bgp: dict[str, Any] = field(default_factory=dict)
+    cable: dict[str, str] = field(default_factory=dict)
+    qos_map: dict[str, Any] = field(default_factory=dict)
+    queue: dict[str, Any] = field(default_factory=dict)
+    buf_pg: dict[str, Any] = field(default_factory=dict)
+    buf_q: dict[str, Any] = field(default_factory=dict)
+    pfc_wd: dict[str, Any] = field(default_factory=dict)
+    pc: dict[str, Any] = field(default_factory=dict)
+    pc_member: dict[str, Any] = field(default_factory=dict)
+    vlan_member: dict[str, Any] = field(default_factory=dict)
+    #: lossless PG buffer profiles by name
+    profiles: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: WRED profile name -> its deploy.qos profile
+    wred: dict[str, Any] = field(default_factory=dict)
+
+
 def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
     """The CONFIG_DB of switch ``node`` as a dict of tables (all values strings)."""
-    f, plan, dep = ctx.f, ctx.plan, ctx.dep
-    qos = dep.qos
+    f, plan = ctx.f, ctx.plan
     nodes = f.nodes
-    name = str(nodes.name[node])
     kind = NodeKind(int(nodes.kind[node]))
     model_name, model = f.models[int(nodes.model[node])]
-    rows = range(int(ctx.ends.start[node]), int(ctx.ends.stop[node]))
     lo = int(plan.loopback[node])
-    lo_str = ".".join(str((lo >> s) & 255) for s in (24, 16, 8, 0))
-    mtu = str(dep.mtu.switch)
     db: dict[str, Any] = {}
-    meta = {
-        "hostname": name, "bgp_asn": str(int(plan.asn[node])), "type": DEVICE_TYPE[kind],
-        "hwsku": model_name, "mac": mac_of(lo), "docker_routing_config_mode": "split",
-        "buffer_model": "traditional",
+    db["DEVICE_METADATA"] = {"localhost": _metadata(ctx, node, kind, model_name, lo)}
+    lo_str = ".".join(str((lo >> s) & 255) for s in (24, 16, 8, 0))
+    db["LOOPBACK_INTERFACE"] = {"Loopback0": {}, f"Loopback0|{lo_str}/32": {}}
+    t = _Tables()
+    lpp = int(model.lanes_per_port)
+    for r in range(int(ctx.ends.start[node]), int(ctx.ends.stop[node])):
+        _port_rows(ctx, t, r, lpp)
+        _port_qos_rows(ctx, t, r)
+    _link_tables(ctx, t, db)
+    _qos_tables(ctx, t, db)
+    _buffer_tables(ctx, t, db, node)
+    _hash_tables(f, node, db)
+    db["FLEX_COUNTER_TABLE"] = {g: {"FLEX_COUNTER_STATUS": "enable"} for g in
+                                ("PORT", "QUEUE", "PG_WATERMARK", "QUEUE_WATERMARK")
+                                + (("PFCWD",) if t.pfc_wd else ())}
+    return db
+
+
+def _metadata(ctx: SwitchContext, node: int, kind: NodeKind, model_name: str,
+              lo: int) -> dict[str, str]:
+    """DEVICE_METADATA|localhost of a switch."""
+    qos = ctx.dep.qos
+    return {
+        "hostname": str(ctx.f.nodes.name[node]), "bgp_asn": str(int(ctx.plan.asn[node])),
+        "type": DEVICE_TYPE[kind], "hwsku": model_name, "mac": mac_of(lo),
+        "docker_routing_config_mode": "split", "buffer_model": "traditional",
         "default_pfcwd_status": "enable" if ctx.lossless and qos.pfc_watchdog.enabled
         else "disable",
     }
-    db["DEVICE_METADATA"] = {"localhost": meta}
-    db["LOOPBACK_INTERFACE"] = {"Loopback0": {}, f"Loopback0|{lo_str}/32": {}}
 
-    port: dict[str, Any] = {}
-    interface: dict[str, Any] = {}
-    neighbor: dict[str, Any] = {}
-    bgp: dict[str, Any] = {}
-    cable: dict[str, str] = {}
-    qos_map: dict[str, Any] = {}
-    queue: dict[str, Any] = {}
-    buf_pg: dict[str, Any] = {}
-    buf_q: dict[str, Any] = {}
-    pfc_wd: dict[str, Any] = {}
-    pc: dict[str, Any] = {}
-    pc_member: dict[str, Any] = {}
-    vlan_member: dict[str, Any] = {}
-    profiles: dict[str, dict[str, str]] = {}
-    wred: dict[str, Any] = {}  # WRED profile name -> its deploy.qos profile
-    lpp = int(model.lanes_per_port)
+
+def _port_rows(ctx: SwitchContext, t: _Tables, r: int, lpp: int) -> None:
+    """PORT, DEVICE_NEIGHBOR, CABLE_LENGTH and the L3 (INTERFACE, BGP_NEIGHBOR) or host
+    (VLAN member, HPN PortChannel) entries of endpoint row ``r``."""
+    dep = ctx.dep
+    mtu = str(dep.mtu.switch)
+    pn = ctx.port_name[r]
+    lane = ctx.ports[r]
+    nl = ctx.lanes[r]
+    phys = lane // lpp
+    sub = (lane % lpp) // max(nl, 1)
+    alias = f"etp{phys + 1}" + (chr(ord("a") + sub) if nl < lpp else "")
+    peer, pport = ctx.peer_device[r], ctx.peer_port[r]
+    t.port[pn] = {"lanes": ",".join(str(x) for x in range(lane, lane + nl)),
+                  "speed": str(ctx.speed[r]), "mtu": mtu, "admin_status": "up",
+                  "alias": alias, "index": str(phys + 1), "fec": "rs",
+                  "description": f"{peer}:{pport}"}
+    t.neighbor[pn] = {"name": peer, "port": pport}
+    t.cable[pn] = f"{ctx.length_class[r]}m"
+    if ctx.kind[r] == LinkKind.ACCESS:
+        if ctx.hpn:
+            pcn = ctx.portchannel(r)
+            t.pc[pcn] = {"admin_status": "up", "mtu": mtu, "min_links": "1",
+                         "lacp_key": "auto", "fast_rate": "true",
+                         "system_mac": dep.hpn.lacp_system_mac.lower(),
+                         "description": f"{peer}:{pport}"}
+            t.pc_member[f"{pcn}|{pn}"] = {}
+            t.vlan_member[f"Vlan{dep.nic.host_vlan}|{pcn}"] = {"tagging_mode": "untagged"}
+        else:
+            t.vlan_member[f"Vlan{dep.nic.host_vlan}|{pn}"] = {"tagging_mode": "untagged"}
+    else:
+        t.interface[pn] = {}
+        t.interface[f"{pn}|{ctx.local_ip[r]}/31"] = {}
+        t.bgp[ctx.peer_ip[r]] = {"asn": str(ctx.peer_asn[r]), "name": peer,
+                                 "local_addr": ctx.local_ip[r], "admin_status": "up",
+                                 "keepalive": "3", "holdtime": "9"}
+
+
+def _port_qos_rows(ctx: SwitchContext, t: _Tables, r: int) -> None:
+    """PORT_QOS_MAP, QUEUE, BUFFER_PG, BUFFER_QUEUE and PFC_WD entries of endpoint row
+    ``r``; collects its WRED and lossless PG profiles."""
+    qos = ctx.dep.qos
+    pn = ctx.port_name[r]
+    spd = ctx.speed[r]
     roce, cnp = qos.roce_tc, qos.cnp_tc
-    other_q = _ranges([q for q in range(8) if q not in (roce, cnp)])
-    lossy_pg = _ranges([q for q in range(8) if q != roce]) if ctx.lossless else ["0-7"]
-    lat = f.spec.latency
-    headroom_total = 0
-    for r in rows:
-        pn = ctx.port_name[r]
-        lane = ctx.ports[r]
-        nl = ctx.lanes[r]
-        spd = ctx.speed[r]
-        phys = lane // lpp
-        sub = (lane % lpp) // max(nl, 1)
-        alias = f"etp{phys + 1}" + (chr(ord("a") + sub) if nl < lpp else "")
-        peer, pport = ctx.peer_device[r], ctx.peer_port[r]
-        port[pn] = {"lanes": ",".join(str(x) for x in range(lane, lane + nl)),
-                    "speed": str(spd), "mtu": mtu, "admin_status": "up", "alias": alias,
-                    "index": str(phys + 1), "fec": "rs", "description": f"{peer}:{pport}"}
-        neighbor[pn] = {"name": peer, "port": pport}
-        cable[pn] = f"{ctx.length_class[r]}m"
-        if ctx.kind[r] == LinkKind.ACCESS:
-            if ctx.hpn:
-                pcn = ctx.portchannel(r)
-                pc[pcn] = {"admin_status": "up", "mtu": mtu, "min_links": "1",
-                           "lacp_key": "auto", "fast_rate": "true",
-                           "system_mac": dep.hpn.lacp_system_mac.lower(),
-                           "description": f"{peer}:{pport}"}
-                pc_member[f"{pcn}|{pn}"] = {}
-                vlan_member[f"Vlan{dep.nic.host_vlan}|{pcn}"] = {"tagging_mode": "untagged"}
-            else:
-                vlan_member[f"Vlan{dep.nic.host_vlan}|{pn}"] = {"tagging_mode": "untagged"}
-        else:
-            interface[pn] = {}
-            interface[f"{pn}|{ctx.local_ip[r]}/31"] = {}
-            bgp[ctx.peer_ip[r]] = {"asn": str(ctx.peer_asn[r]), "name": peer,
-                                   "local_addr": ctx.local_ip[r], "admin_status": "up",
-                                   "keepalive": "3", "holdtime": "9"}
-        m = {"dscp_to_tc_map": MAP_NAME, "tc_to_queue_map": MAP_NAME,
-             "tc_to_pg_map": MAP_NAME}
-        if ctx.lossless:
-            m.update(pfc_to_queue_map=MAP_NAME, pfc_enable=str(roce), pfcwd_sw_enable=str(roce))
-        qos_map[pn] = m
-        wred_name = wred_profile_name(qos, spd)
-        wred[wred_name] = qos.wred_for(spd / 1000)
-        queue[f"{pn}|{roce}"] = {"scheduler": "scheduler.roce", "wred_profile": wred_name}
-        queue[f"{pn}|{cnp}"] = {"scheduler": "scheduler.cnp"}
-        for qr in other_q:
-            queue[f"{pn}|{qr}"] = {"scheduler": "scheduler.default"}
-        ingress_lossy = "ingress_lossy_profile"
-        for pr in lossy_pg:
-            buf_pg[f"{pn}|{pr}"] = {"profile": ingress_lossy}
-        if ctx.lossless:
-            length = float(ctx.length_class[r])
-            prof = f"pg_lossless_{spd}_{ctx.length_class[r]}m_profile"
-            if prof not in profiles:
-                xoff, xon = headroom_bytes(spd / 1000, length, dep.mtu.switch,
-                                           lat.cable_ns_per_m, qos.pfc_response_ns)
-                profiles[prof] = {"pool": "ingress_lossless_pool", "xon": str(xon),
-                                  "xoff": str(xoff), "size": str(xon + xoff),
-                                  "dynamic_th": "0"}
-            headroom_total += int(profiles[prof]["xoff"])
-            buf_pg[f"{pn}|{roce}"] = {"profile": prof}
-            buf_q[f"{pn}|{roce}"] = {"profile": "egress_lossless_profile"}
-            for qr in _ranges([q for q in range(8) if q != roce]):
-                buf_q[f"{pn}|{qr}"] = {"profile": "egress_lossy_profile"}
-            if qos.pfc_watchdog.enabled:
-                pfc_wd[pn] = {"action": qos.pfc_watchdog.action,
-                              "detection_time": str(qos.pfc_watchdog.detection_ms),
-                              "restoration_time": str(qos.pfc_watchdog.restoration_ms)}
-        else:
-            buf_q[f"{pn}|0-7"] = {"profile": "egress_lossy_profile"}
+    m = {"dscp_to_tc_map": MAP_NAME, "tc_to_queue_map": MAP_NAME, "tc_to_pg_map": MAP_NAME}
+    if ctx.lossless:
+        m.update(pfc_to_queue_map=MAP_NAME, pfc_enable=str(roce), pfcwd_sw_enable=str(roce))
+    t.qos_map[pn] = m
+    wred_name = wred_profile_name(qos, spd)
+    t.wred[wred_name] = qos.wred_for(spd / 1000)
+    t.queue[f"{pn}|{roce}"] = {"scheduler": "scheduler.roce", "wred_profile": wred_name}
+    t.queue[f"{pn}|{cnp}"] = {"scheduler": "scheduler.cnp"}
+    for qr in _ranges([q for q in range(8) if q not in (roce, cnp)]):
+        t.queue[f"{pn}|{qr}"] = {"scheduler": "scheduler.default"}
+    for pr in _ranges([q for q in range(8) if q != roce]) if ctx.lossless else ["0-7"]:
+        t.buf_pg[f"{pn}|{pr}"] = {"profile": "ingress_lossy_profile"}
+    if not ctx.lossless:
+        t.buf_q[f"{pn}|0-7"] = {"profile": "egress_lossy_profile"}
+        return
+    prof = f"pg_lossless_{spd}_{ctx.length_class[r]}m_profile"
+    if prof not in t.profiles:
+        a = ctx.arc_in[r]
+        xoff, xon = int(ctx.buffers.arc_xoff[a]), int(ctx.buffers.arc_xon[a])
+        t.profiles[prof] = {"pool": "ingress_lossless_pool", "xon": str(xon),
+                            "xoff": str(xoff), "size": str(xon + xoff), "dynamic_th": "0"}
+    t.buf_pg[f"{pn}|{roce}"] = {"profile": prof}
+    t.buf_q[f"{pn}|{roce}"] = {"profile": "egress_lossless_profile"}
+    for qr in _ranges([q for q in range(8) if q != roce]):
+        t.buf_q[f"{pn}|{qr}"] = {"profile": "egress_lossy_profile"}
+    wd = qos.pfc_watchdog
+    if wd.enabled:
+        t.pfc_wd[pn] = {"action": wd.action, "detection_time": str(wd.detection_ms),
+                        "restoration_time": str(wd.restoration_ms)}
 
-    db["PORT"] = port
-    if interface:
-        db["INTERFACE"] = interface
-    db["DEVICE_NEIGHBOR"] = neighbor
-    if bgp:
-        db["BGP_NEIGHBOR"] = bgp
-    if vlan_member:
+
+def _link_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any]) -> None:
+    """PORT, INTERFACE, DEVICE_NEIGHBOR, BGP_NEIGHBOR, the host VLAN (proxy ARP, SAG)
+    and HPN's PortChannels."""
+    dep, plan = ctx.dep, ctx.plan
+    db["PORT"] = t.port
+    if t.interface:
+        db["INTERFACE"] = t.interface
+    db["DEVICE_NEIGHBOR"] = t.neighbor
+    if t.bgp:
+        db["BGP_NEIGHBOR"] = t.bgp
+    if t.vlan_member:
         v = f"Vlan{dep.nic.host_vlan}"
-        db["VLAN"] = {v: {"vlanid": str(dep.nic.host_vlan), "mtu": mtu, "admin_status": "up",
+        db["VLAN"] = {v: {"vlanid": str(dep.nic.host_vlan), "mtu": str(dep.mtu.switch),
+                          "admin_status": "up",
                           "description": "hosts (proxy ARP, anycast gateway)"}}
-        db["VLAN_MEMBER"] = vlan_member
+        db["VLAN_MEMBER"] = t.vlan_member
         db["VLAN_INTERFACE"] = {v: {"proxy_arp": "enabled", "static_anycast_gateway": "true"},
                                 f"{v}|{plan.gateway_str}/{plan.gateway_prefixlen}": {}}
         db["SAG"] = {"GLOBAL": {"gateway_mac": dep.nic.gateway_mac.lower()}}
-    if pc:
-        db["PORTCHANNEL"] = pc
-        db["PORTCHANNEL_MEMBER"] = pc_member
+    if t.pc:
+        db["PORTCHANNEL"] = t.pc
+        db["PORTCHANNEL_MEMBER"] = t.pc_member
 
-    # --- QoS: maps
+
+def _qos_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any]) -> None:
+    """The QoS maps, PORT_QOS_MAP, WRED_PROFILE, SCHEDULER and QUEUE."""
+    qos = ctx.dep.qos
+    roce, cnp = qos.roce_tc, qos.cnp_tc
     dscp = {str(d): "0" for d in range(64)}
     dscp[str(qos.roce_dscp)] = str(roce)
     dscp[str(qos.cnp_dscp)] = str(cnp)
@@ -276,7 +307,7 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
                                                           else "0") for t in range(8)}}
     if ctx.lossless:
         db["MAP_PFC_PRIORITY_TO_QUEUE"] = {MAP_NAME: {str(t): str(t) for t in range(8)}}
-    db["PORT_QOS_MAP"] = qos_map
+    db["PORT_QOS_MAP"] = t.qos_map
     db["WRED_PROFILE"] = {name: {
         "wred_green_enable": "true", "wred_yellow_enable": "true", "wred_red_enable": "true",
         "ecn": "ecn_all",
@@ -288,21 +319,28 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
         "yellow_drop_probability": str(e.max_mark_percent),
         "red_min_threshold": str(e.min_threshold_bytes),
         "red_max_threshold": str(e.max_threshold_bytes),
-        "red_drop_probability": str(e.max_mark_percent)} for name, e in sorted(wred.items())}
+        "red_drop_probability": str(e.max_mark_percent)} for name, e in sorted(t.wred.items())}
     db["SCHEDULER"] = {
         "scheduler.roce": {"type": "DWRR", "weight": str(qos.roce_weight_percent)},
         "scheduler.default": {"type": "DWRR", "weight": str(100 - qos.roce_weight_percent)},
         "scheduler.cnp": {"type": "STRICT"},
     }
-    db["QUEUE"] = queue
+    db["QUEUE"] = t.queue
 
-    # --- buffers
-    total = int(model.buffer_mb * 1_000_000)
+
+def _buffer_tables(ctx: SwitchContext, t: _Tables, db: dict[str, Any], node: int) -> None:
+    """BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG, BUFFER_QUEUE, CABLE_LENGTH and PFC_WD:
+    the pools of :func:`aifabric.topology.buffers.buffer_plan` (the packet simulator's):
+    the ingress lossless pool is the shared pool (the buffer less the headroom pool), its
+    ``xoff`` the headroom pool (every lossless PG's XOFF headroom)."""
+    plan = ctx.buffers
+    total = int(plan.total_bytes[node])
     if ctx.lossless:
-        shared = max(total - headroom_total, total // 4)
+        headroom_total = int(plan.headroom_pool_bytes[node])
+        shared = total - headroom_total
         db["BUFFER_POOL"] = {
             "ingress_lossless_pool": {"type": "ingress", "mode": "dynamic", "size": str(shared),
-                                      "xoff": str(min(headroom_total, total - shared))},
+                                      "xoff": str(headroom_total)},
             "egress_lossless_pool": {"type": "egress", "mode": "static", "size": str(total)},
             "egress_lossy_pool": {"type": "egress", "mode": "dynamic", "size": str(shared)},
         }
@@ -325,21 +363,19 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
             "egress_lossy_profile": {"pool": "egress_lossy_pool", "size": "1518",
                                      "dynamic_th": "3"},
         }
-    db["BUFFER_PROFILE"] = {**base_profiles, **dict(sorted(profiles.items()))}
-    db["BUFFER_PG"] = buf_pg
-    db["BUFFER_QUEUE"] = buf_q
-    db["CABLE_LENGTH"] = {MAP_NAME: cable}
-    if pfc_wd:
-        db["PFC_WD"] = {"GLOBAL": {"POLL_INTERVAL": str(qos.pfc_watchdog.poll_interval_ms)},
-                        **pfc_wd}
+    db["BUFFER_PROFILE"] = {**base_profiles, **dict(sorted(t.profiles.items()))}
+    db["BUFFER_PG"] = t.buf_pg
+    db["BUFFER_QUEUE"] = t.buf_q
+    db["CABLE_LENGTH"] = {MAP_NAME: t.cable}
+    if t.pfc_wd:
+        db["PFC_WD"] = {"GLOBAL": {"POLL_INTERVAL": str(ctx.dep.qos.pfc_watchdog.poll_interval_ms)},
+                        **t.pfc_wd}
 
-    # --- ECMP hashing from the routing policy
+
+def _hash_tables(f: Fabric, node: int, db: dict[str, Any]) -> None:
+    """SWITCH_HASH and SWITCH: ECMP hashing from the routing policy."""
     rt = f.spec.routing
     db["SWITCH_HASH"] = {"GLOBAL": {
         "ecmp_hash": [_HASH_FIELD[h] for h in rt.hash_fields],
         "ecmp_hash_algorithm": _HASH_ALGO[rt.hash]}}
     db["SWITCH"] = {"switch": {"ecmp_hash_seed": str(hash_seed(f, node))}}
-    db["FLEX_COUNTER_TABLE"] = {g: {"FLEX_COUNTER_STATUS": "enable"} for g in
-                                ("PORT", "QUEUE", "PG_WATERMARK", "QUEUE_WATERMARK")
-                                + (("PFCWD",) if pfc_wd else ())}
-    return db

@@ -67,7 +67,9 @@ class SwitchModel(_Strict):
     latency_ns: NonNegativeInt = Field(default=800, le=MAX_HOP_NS,
                                        description="port-to-port latency, ns")
     buffer_mb: PositiveFloat = Field(default=114.0, le=1_000_000.0,
-                                     description="shared packet buffer, MB")
+                                     description="packet buffer, MB: the PFC headroom pool "
+                                     "plus the shared pool (SONiC BUFFER_POOL, and the "
+                                     "packet simulator's switch buffer)")
 
     @property
     def capacity_gbps(self) -> int:

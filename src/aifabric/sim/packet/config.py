@@ -40,11 +40,14 @@ class _Strict(StrictModel):
 
 
 class BufferConfig(_Strict):
-    """A switch's shared packet buffer with dynamic thresholds (DT, Choudhury-Hahne): a
-    queue may grow to ``alpha`` x the free shared buffer."""
+    """A switch's packet buffer: a headroom pool for PFC (every lossless port and
+    priority) and a shared pool with dynamic thresholds (DT, Choudhury-Hahne) for the
+    rest: a queue may grow to ``alpha`` x the free shared pool."""
 
-    size_bytes: int = Field(default=32 << 20, ge=16 << 10, le=MAX_BUFFER,
-                            description="shared buffer per switch")
+    size_bytes: int | None = Field(default=None, ge=16 << 10, le=MAX_BUFFER,
+                                   description="buffer of every switch, a what-if "
+                                   "override; default: each switch's model in the fabric "
+                                   "(buffer_mb, the number the SONiC build writes)")
     alpha: float = Field(default=1.0, ge=1 / 128, le=64, description="dynamic-threshold "
                          "factor (Broadcom's DT: 1/128 .. 8; up to 64 for what-ifs)")
 
@@ -67,6 +70,9 @@ class PfcConfig(_Strict):
     watchdog_ms: float = Field(default=200.0, ge=0.001, le=60_000, description="PFC "
                                "watchdog detection time: a queue paused continuously this "
                                "long is a PFC storm (SONiC's default: 200 ms)")
+    allow_overcommit: bool = Field(default=False, description="run a switch whose buffer "
+                                   "cannot hold its PFC headroom pool plus one XOFF "
+                                   "threshold (refused otherwise), and report the risk")
 
     @model_validator(mode="before")
     @classmethod
@@ -364,12 +370,13 @@ class PacketConfig(_Strict):
     @model_validator(mode="after")
     def _check(self) -> PacketConfig:
         h = self.pfc.headroom_bytes
-        if self.pfc.enabled and h is not None and \
-                self.buffer.size_bytes < h * len(self.pfc.priorities):
-            raise ValueError(f"buffer.size_bytes ({self.buffer.size_bytes}) is smaller than "
-                             f"the headroom of one port ({h} x {len(self.pfc.priorities)} "
-                             "lossless priorities); allowed: a buffer that holds the "
-                             "headroom of every port")
+        size = self.buffer.size_bytes
+        if self.pfc.enabled and h is not None and size is not None and \
+                size < h * len(self.pfc.priorities) and not self.pfc.allow_overcommit:
+            raise ValueError(f"buffer.size_bytes ({size}) is smaller than the headroom of "
+                             f"one port ({h} x {len(self.pfc.priorities)} lossless "
+                             "priorities); allowed: a buffer that holds the headroom of "
+                             "one port (every port's is checked when the run is built)")
         return self
 
 

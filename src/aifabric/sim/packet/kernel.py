@@ -38,7 +38,6 @@ from aifabric.sim.packet.layout import (
     ACKB,
     ACKINT,
     ALPHA,
-    BUF,
     CC,
     CC_DCQCN,
     CC_DCTCP,
@@ -113,6 +112,7 @@ from aifabric.sim.packet.layout import (
     P_HOST,
     P_KMAX,
     P_KMIN,
+    P_LPROP,
     P_NQP,
     P_PMAX,
     P_PPB,
@@ -169,6 +169,8 @@ from aifabric.sim.packet.layout import (
     RX_ON,
     RX_PPB,
     SENTPFC,
+    T_DROPS,
+    T_HDRM,
     T_ING,
     T_PAUSED,
     T_PAUSEDPS,
@@ -182,6 +184,8 @@ from aifabric.sim.packet.layout import (
     T_QT,
     T_XOFF,
     TC0,
+    U_BUF,
+    U_HUSED,
     U_HXOFF,
     U_HXON,
     U_INP,
@@ -321,6 +325,34 @@ def wred(S, p, k, qb):
 
 # ---------------------------------------------------------------------- egress
 @njit(cache=True)
+def release(S, node, inp, tc, size):
+    """A frame of class ``tc`` that came in over ``inp`` leaves switch ``node``'s buffer:
+    its bytes leave the PFC headroom first (while the priority group holds any), then
+    the shared pool; XON once the ingress is at or below XON with its headroom empty."""
+    NU, PT = S[NU_], S[PT_]
+    NU[node, U_USED] -= size
+    h = PT[inp, T_HDRM, tc]
+    if h > 0:
+        d = size if size < h else h
+        PT[inp, T_HDRM, tc] = h - d
+        NU[node, U_HUSED] -= d
+    ing = PT[inp, T_ING, tc] - size
+    PT[inp, T_ING, tc] = ing
+    if PT[inp, T_XOFF, tc] != 0 and ing <= S[CI_][XON] and PT[inp, T_HDRM, tc] == 0:
+        PT[inp, T_XOFF, tc] = 0
+        send_pause(S, inp, tc, ZERO)
+
+
+@njit(cache=True)
+def drop(S, p, tc, k):
+    """Frame ``k`` of class ``tc`` is dropped at egress port ``p``."""
+    S[PI_][p, P_DROPS] += 1
+    S[PT_][p, T_DROPS, tc] += 1
+    S[G_][DROPS] += 1
+    free_pkt(S, k)
+
+
+@njit(cache=True)
 def tx_start(S, p):
     """Put the next frame on the wire: the highest unpaused class with a frame, then (NIC)
     the next eligible QP, round robin."""
@@ -344,13 +376,7 @@ def tx_start(S, p):
     size = KI[k, K_SIZE]
     if PI[p, P_HOST] == 0:  # free the switch buffer; XON when the ingress drains
         tc = KI[k, K_TC]
-        NU[PI[p, P_SRC], U_USED] -= size
-        inp = KI[k, K_INP]
-        ing = PT[inp, T_ING, tc] - size
-        PT[inp, T_ING, tc] = ing
-        if PT[inp, T_XOFF, tc] != 0 and ing <= CI[XON]:
-            PT[inp, T_XOFF, tc] = 0
-            send_pause(S, inp, tc, ZERO)
+        release(S, PI[p, P_SRC], KI[k, K_INP], tc, size)
         if CI[ECN_DEQ] != 0 and CI[ECN_ON] != 0:  # marked on the queue it leaves behind
             wred(S, p, k, PT[p, T_QB, tc])
         if CI[INT_ON] != 0 and KI[k, K_KIND] == DATA:
@@ -472,7 +498,7 @@ def send_pause(S, inp, tc, on):
     back = PI[inp, P_REV]
     PT[back, T_PFCTX, tc] += 1
     G[SENTPFC] += 1
-    delay = PI[inp, P_PROP] + int(PAUSE_FRAME_BYTES * PF[back, P_PPB] + 0.5)
+    delay = PI[inp, P_LPROP] + int(PAUSE_FRAME_BYTES * PF[back, P_PPB] + 0.5)
     hpush(S[HT_], G, G[NOW] + delay, E_PAUSE, inp, tc * 2 + on)
 
 
@@ -591,13 +617,14 @@ def rx_arrive(S, k, inp):
                                       S[KI_])
     node = PI[inp, P_DST]
     b = NU[node, U_RXB] + KI[k, K_SIZE]
+    tc = KI[k, K_TC]
     if b > CI[HRXBUF]:
         PI[inp, P_DROPS] += 1
+        PT[inp, T_DROPS, tc] += 1
         G[DROPS] += 1
         free_pkt(S, k)
         return
     NU[node, U_RXB] = b
-    tc = KI[k, K_TC]
     if CI[HOST_PFC] != 0 and LL[tc] != 0 and b > NU[node, U_HXOFF] and \
             PT[inp, T_XOFF, tc] == 0:
         PT[inp, T_XOFF, tc] = 1
@@ -723,9 +750,7 @@ def run(S, limit, py_t, py_s):
     G, CI, CF, HT, PI, PT, PQ, NU, LL, KI, QI, QR = (S[G_], S[CI_], S[CF_], S[HT_], S[PI_],
                                                     S[PT_], S[PQ_], S[NU_], S[LL_], S[KI_],
                                                     S[QI_], S[QR_])
-    buf = CI[BUF]
     xoff_b = CI[XOFF]
-    xon_b = CI[XON]
     ecn_enq = CI[ECN_ON] != 0 and CI[ECN_DEQ] == 0  # WRED marks on admission
     ecn_deq = CI[ECN_ON] != 0 and CI[ECN_DEQ] != 0  # ... or when the frame leaves
     int_on = CI[INT_ON] != 0
@@ -796,32 +821,30 @@ def run(S, limit, py_t, py_s):
                 PI[p, P_QTOT] += size
                 kick(S, p)
                 continue
-            # a switch admits the frame to the egress port: shared buffer (dynamic
-            # threshold), PFC ingress accounting, WRED ECN
+            # a switch admits the frame to the egress port: shared pool (dynamic
+            # threshold), PFC headroom of the ingress priority group, WRED ECN
             node = PI[p, P_SRC]
             u = NU[node, U_USED]
+            buf = NU[node, U_BUF]
+            free = buf - NU[node, U_RESV] - (u - NU[node, U_HUSED])  # of the shared pool
             qb = PT[p, T_QB, tc]
+            to_h = False
             if LL[tc] != 0:
-                ing = PT[inp, T_ING, tc] + size
-                free = buf - NU[node, U_RESV] - u
+                ing = PT[inp, T_ING, tc]
+                hd = PT[inp, T_HDRM, tc]
                 thr = alpha * free if free > 0 else 0.0
                 if thr > xoff_b:
                     thr = float(xoff_b)
-                if u + size > buf or ing > thr + PI[inp, P_HEADROOM]:
-                    PI[p, P_DROPS] += 1
-                    G[DROPS] += 1
-                    free_pkt(S, k)
-                    continue
-                PT[inp, T_ING, tc] = ing
-                if ing > thr and PT[inp, T_XOFF, tc] == 0:
-                    PT[inp, T_XOFF, tc] = 1
-                    send_pause(S, inp, tc, ONE)
+                if ing - hd + size > thr or size > free:
+                    # past the XOFF threshold: into the headroom (XOFF sent)
+                    if hd + size > PI[inp, P_HEADROOM] or u + size > buf:
+                        drop(S, p, tc, k)
+                        continue
+                    to_h = True
+                PT[inp, T_ING, tc] = ing + size
             else:
-                free = buf - NU[node, U_RESV] - u
                 if size > free or qb + size > alpha * (free - size):
-                    PI[p, P_DROPS] += 1
-                    G[DROPS] += 1
-                    free_pkt(S, k)
+                    drop(S, p, tc, k)
                     continue
                 PT[inp, T_ING, tc] += size
             KI[k, K_INP] = inp
@@ -830,18 +853,20 @@ def run(S, limit, py_t, py_s):
             if PI[p, P_QTOT] == 0 and PI[p, P_TXEV] == 0 and PI[p, P_BUSY] <= t and \
                     PT[p, T_PAUSED, tc] == 0:
                 # the port is idle and nothing waits: straight onto the wire (what
-                # enqueue + dequeue would do, without touching the queue)
+                # enqueue + dequeue would do, without touching the queue or the buffer)
                 if size > PT[p, T_QPEAK, tc]:
                     PT[p, T_QPEAK, tc] = size
                 if int_on and KI[k, K_KIND] == DATA:
                     stamp(S, p, k, t, ZERO)
-                ing = PT[inp, T_ING, tc] - size
-                PT[inp, T_ING, tc] = ing
-                if ing <= xon_b and PT[inp, T_XOFF, tc] != 0:
-                    PT[inp, T_XOFF, tc] = 0
-                    send_pause(S, inp, tc, ZERO)
+                PT[inp, T_ING, tc] -= size
                 send_frame(S, p, k, t)
                 continue
+            if to_h:
+                PT[inp, T_HDRM, tc] += size
+                NU[node, U_HUSED] += size
+                if PT[inp, T_XOFF, tc] == 0:
+                    PT[inp, T_XOFF, tc] = 1
+                    send_pause(S, inp, tc, ONE)
             NU[node, U_USED] = u + size
             qb += size
             PT[p, T_QB, tc] = qb
@@ -876,13 +901,7 @@ def run(S, limit, py_t, py_s):
             PI[p, P_QTOT] -= size
             if ecn_deq:  # WRED on the queue the frame leaves behind
                 wred(S, p, k, PT[p, T_QB, tc])
-            NU[PI[p, P_SRC], U_USED] -= size  # free the buffer; XON when the ingress drains
-            inp = KI[k, K_INP]
-            ing = PT[inp, T_ING, tc] - size
-            PT[inp, T_ING, tc] = ing
-            if ing <= xon_b and PT[inp, T_XOFF, tc] != 0:
-                PT[inp, T_XOFF, tc] = 0
-                send_pause(S, inp, tc, ZERO)
+            release(S, PI[p, P_SRC], KI[k, K_INP], tc, size)  # XON when the ingress drains
             if int_on and KI[k, K_KIND] == DATA:
                 stamp(S, p, k, t, PT[p, T_QB, tc])
             end = send_frame(S, p, k, t)

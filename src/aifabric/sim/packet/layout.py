@@ -12,9 +12,9 @@ serializer is free). The arrays travel together as one tuple ``S`` in the order 
 - ``HT`` the event heap: rows ``(time_ps, seq, kind, a, b)``; ``seq`` is the tie-break
   counter shared with the Python event list (``G[SEQ]``);
 - ``PI``/``PF``/``PT`` ports (one per arc): integers, floats, and per traffic class
-  (queue bytes, pause state, PFC counters, ingress bytes, FIFO head/tail); ``PQ`` the QPs
-  of each NIC port (round robin); ``NU`` per node shared-buffer bytes; ``LL`` lossless
-  classes;
+  (queue bytes, pause state, PFC counters, ingress bytes and the part in headroom, drops,
+  FIFO head/tail); ``PQ`` the QPs of each NIC port (round robin); ``NU`` per node buffer,
+  its headroom pool and the bytes held (all, in headroom); ``LL`` lossless classes;
 - ``KI``/``KF`` the frame pool (``KF``: HPCC telemetry per hop), ``FREE`` its free rows;
 - ``QI``/``QF`` QPs (sender, receiver and congestion-control state), ``QR`` their routes
   as port rows (forward, reverse), ``QINT`` HPCC's last telemetry; ``RNG`` the ECN
@@ -50,20 +50,26 @@ CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 # ---------------------------------------------------------------------- PI: port ints
 (P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_HEADROOM, P_REV, P_BUSY, P_TXEV, P_TXB, P_ECN,
  P_DROPS, P_WAKE, P_RR, P_QTOT, P_FH, P_FT, P_NQP) = range(18)
-# the port's own WRED profile (issue 12 item 2: per port speed), spare slots
-(P_KMIN, P_KMAX, P_X0, P_X1) = range(18, 22)
+# the port's own WRED profile (issue 12 item 2: per port speed); the link's own propagation
+# (ps, without the switch latency: what a PFC frame back over it takes); spare slot
+(P_KMIN, P_KMAX, P_LPROP, P_X1) = range(18, 22)
 NPI = 22
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
 (T_QB, T_QPEAK, T_PAUSED, T_PSINCE, T_PAUSEDPS, T_PLONG, T_PFCTX, T_PFCRX, T_ING, T_XOFF,
  T_QH, T_QT) = range(12)
-NPT = 12
+# of the ingress bytes (T_ING) of a lossless class, those in the PFC headroom; frames
+# dropped at this egress port per class
+T_HDRM, T_DROPS = range(12, 14)
+NPT = 14
 # NU per node: shared-buffer bytes used, PFC headroom reserved (switches); a NIC's receive
 # buffer (nic.rx_gbps): bytes held, when its drain is free, FIFO head/tail (pool rows),
-# XOFF/XON thresholds, the one arc into it (-1: several)
+# XOFF/XON thresholds, the one arc into it (-1: several); the switch's buffer (bytes) and
+# the bytes of it held in PFC headroom
 U_USED, U_RESV, U_RXB, U_RXBUSY, U_RXH, U_RXT, U_HXOFF, U_HXON, U_INP = range(9)
-NNU = 9
+U_BUF, U_HUSED = range(9, 11)
+NNU = 11
 # ---------------------------------------------------------------------- KI: packet pool
 (K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
  K_NINT) = range(14)

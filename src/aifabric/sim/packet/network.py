@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from heapq import heappop
 from itertools import pairwise
 from typing import Any
@@ -37,11 +38,34 @@ from aifabric.errors import Problem, SpecError
 from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_US, EventList
+from aifabric.topology.buffers import pg_headroom
 
-__all__ = ["ACK", "CNP", "DATA", "NAK", "QP", "Network", "Packet", "Port"]
+__all__ = ["ACK", "CNP", "DATA", "DEFAULT_BUFFER_BYTES", "DEFAULT_RESPONSE_NS", "NAK", "QP",
+           "Network", "Packet", "Port", "SwitchBuffers"]
 
 DATA, ACK, NAK, CNP = 0, 1, 2, 3
 PAUSE_FRAME_BYTES = 64 + 20
+#: the buffer of each switch of a network built without a fabric (no switch models) and
+#: without ``packet.buffer.size_bytes``
+DEFAULT_BUFFER_BYTES = 32 << 20
+#: the peer's PFC response time in the headroom of a network built without a fabric, ns
+#: (the fabric's: ``deploy.qos.pfc_response_ns``)
+DEFAULT_RESPONSE_NS = 1000
+
+
+@dataclass
+class SwitchBuffers:
+    """The switch buffers of a network built from a Fabric (per node / per arc arrays,
+    :func:`aifabric.topology.buffers.buffer_plan`): buffer, headroom pool, the headroom of
+    each lossless ingress arc, each arc's link propagation without the switch latency
+    (what a PFC frame back over it takes), and where the buffers come from (``model``,
+    ``override``)."""
+
+    node_buffer_bytes: np.ndarray
+    node_reserved_bytes: np.ndarray | None = None
+    arc_headroom: np.ndarray | None = None
+    arc_link_delay_ns: np.ndarray | None = None
+    source: str = "model"
 
 
 def _kernel() -> Any:
@@ -241,7 +265,8 @@ class Network:
     def __init__(self, ev: EventList, cfg: PacketConfig, *, arc_src: Sequence[int],
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
-                 used_arcs: Sequence[int], node_names: Sequence[str] | None = None) -> None:
+                 used_arcs: Sequence[int], node_names: Sequence[str] | None = None,
+                 buffers: SwitchBuffers | None = None) -> None:
         K = _kernel()
         #: node names for messages (default: n<index>)
         self.node_names = list(node_names) if node_names is not None else \
@@ -261,7 +286,6 @@ class Network:
         if pfc.enabled:
             for prio in pfc.priorities:
                 self.lossless[prio] = True
-        self.buf_size = cfg.buffer.size_bytes
         self.cc_name = cfg.cc.algorithm
         self.int_on = self.cc_name == "hpcc"
         self.is_host = list(map(bool, is_host))
@@ -285,6 +309,8 @@ class Network:
             PI[i, L.P_ARC], PI[i, L.P_SRC], PI[i, L.P_DST] = a, s, d
             PI[i, L.P_HOST] = self.is_host[s]
             PI[i, L.P_PROP] = prop
+            PI[i, L.P_LPROP] = prop if buffers is None or buffers.arc_link_delay_ns is None \
+                else round(buffers.arc_link_delay_ns[a] * 1000)
             PF[i, L.P_PPB], PF[i, L.P_GBPS] = 8000.0 / gbps, gbps
         for a, i in self.pid.items():
             PI[i, L.P_REV] = self.pid[a ^ 1]
@@ -293,28 +319,8 @@ class Network:
         PI[:, L.P_WAKE] = -1
         self._wred_profiles(cfg.ecn)
         self.NU = NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
-        n_loss = sum(self.lossless)
         max_frame = self.mtu + self.hdr + self.ovh
-        self.headroom: dict[int, int] = {}
-        for a, p in self.ports.items():
-            if self.is_host[p.dst] or not n_loss:
-                continue
-            h = pfc.headroom_bytes
-            if h is None:  # bytes that still arrive after XOFF: 2 x (prop + 1 us) x rate
-                h = int(2 * (p.prop_ps + PS_PER_US) * p.gbps / 8000) + 2 * max_frame
-            self.headroom[a] = h
-            PI[p.pid, L.P_HEADROOM] = h
-            NU[p.dst, L.U_RESV] += h * n_loss
-        self.reserved = NU[:, L.U_RESV]
-        over = [n for n in range(n_nodes) if self.reserved[n] > self.buf_size]
-        if over:
-            n = over[0]
-            raise SpecError(Problem("packet.buffer.size_bytes", f"{self.buf_size} bytes "
-                                    "cannot hold the PFC headroom of switch "
-                                    f"{self.node_names[n]}'s ports "
-                                    f"({self.reserved[n]} bytes: ports x lossless "
-                                    "priorities x headroom); allowed: a larger buffer or "
-                                    "a smaller pfc.headroom_bytes"))
+        self._buffers(cfg, buffers, n_nodes, max_frame)
         if nic.rx_gbps is not None:
             self._rx_setup(nic, max_frame)
         self.G = np.zeros(L.NG, dtype=np.int64)
@@ -364,9 +370,76 @@ class Network:
             PI[at, L.P_KMIN], PI[at, L.P_KMAX], PF[at, L.P_PMAX] = \
                 e.kmin_bytes, e.kmax_bytes, e.pmax
 
+    def _buffers(self, cfg: PacketConfig, buffers: SwitchBuffers | None, n_nodes: int,
+                 max_frame: int) -> None:
+        """Each switch's buffer, headroom pool and the headroom of each lossless ingress
+        port: from ``buffers`` (the Fabric's switch models,
+        :func:`aifabric.topology.buffers.buffer_plan`), else ``packet.buffer.size_bytes``
+        (default :data:`DEFAULT_BUFFER_BYTES`) with every used port's headroom from
+        :func:`~aifabric.topology.buffers.pg_headroom` (its propagation as the cable,
+        the frame as MTU, :data:`DEFAULT_RESPONSE_NS`). ``pfc.headroom_bytes`` overrides
+        every port's headroom. A headroom pool that does not fit is refused unless
+        ``pfc.allow_overcommit``."""
+        pfc = cfg.pfc
+        NU, PI = self.NU, self.PI
+        n_loss = sum(self.lossless)
+        is_sw = ~np.asarray(self.is_host, dtype=bool)
+        size = cfg.buffer.size_bytes
+        fallback = DEFAULT_BUFFER_BYTES if size is None else size
+        planned = np.zeros(len(NU), dtype=bool)  # switches of the fabric's buffer plan
+        if buffers is not None:
+            planned = is_sw & (np.asarray(buffers.node_buffer_bytes) > 0)
+            NU[:, L.U_BUF] = np.where(planned, buffers.node_buffer_bytes, 0)
+        # nodes that forward without a buffer plan (a hand-built network; a host's
+        # scale-up switch on an NVLink route): the override or the default
+        NU[:, L.U_BUF] = np.where(is_sw & ~planned, fallback, NU[:, L.U_BUF])
+        #: the nodes whose buffers the report describes: the fabric's switches (without a
+        #: fabric: every switch)
+        self.reported_switches = planned if buffers is not None else is_sw
+        #: where the switch buffers come from: "model" (each switch model's buffer_mb),
+        #: "override" (packet.buffer.size_bytes), "default" (a network without a fabric)
+        self.buffer_source = buffers.source if buffers is not None else \
+            ("default" if size is None else "override")
+        from_plan = buffers is not None and buffers.node_reserved_bytes is not None and \
+            pfc.headroom_bytes is None
+        self.headroom: dict[int, int] = {}
+        for a, p in self.ports.items():
+            if self.is_host[p.dst] or not n_loss:
+                continue
+            h = pfc.headroom_bytes
+            if h is None and from_plan and planned[p.dst] and buffers.arc_headroom is not None \
+                    and buffers.arc_headroom[a] > 0:
+                h = int(buffers.arc_headroom[a])
+            if h is None:
+                h = pg_headroom(p.gbps, p.prop_ps / 1000, max_frame, DEFAULT_RESPONSE_NS)[0]
+            self.headroom[a] = h
+            PI[p.pid, L.P_HEADROOM] = h
+            if not (from_plan and planned[p.dst]):
+                NU[p.dst, L.U_RESV] += h * n_loss
+        if from_plan and n_loss:
+            NU[:, L.U_RESV] = np.where(planned, buffers.node_reserved_bytes, NU[:, L.U_RESV])
+        self.reserved = NU[:, L.U_RESV]
+        need = self.reserved + np.where(self.reserved > 0, pfc.xoff_bytes, 0)
+        over = np.flatnonzero(need > NU[:, L.U_BUF])
+        #: the switches whose buffer cannot hold their headroom pool and one XOFF
+        #: threshold, run anyway (``pfc.allow_overcommit``): one line each
+        self.overcommit: list[str] = []
+        for n in over.tolist():
+            line = (f"switch {self.node_names[n]}: buffer {int(NU[n, L.U_BUF]):,} B < PFC "
+                    f"headroom pool {int(self.reserved[n]):,} B + one XOFF threshold "
+                    f"{pfc.xoff_bytes:,} B ({int(need[n] - NU[n, L.U_BUF]):,} B short)")
+            if not pfc.allow_overcommit:
+                field = "packet.buffer.size_bytes" if self.buffer_source != "model" else \
+                    "packet.pfc"
+                raise SpecError(Problem(field, f"{line}; allowed: a buffer of at least "
+                                        f"{int(need[n]):,} B, a smaller pfc.headroom_bytes or "
+                                        "xoff_bytes, or pfc.allow_overcommit: true to run "
+                                        "it and see the lossless drops"))
+            self.overcommit.append(line)
+
     def _int_settings(self, cfg: PacketConfig, tcs: list[int]) -> np.ndarray:
         ci = np.zeros(L.NCI, dtype=np.int64)
-        ci[L.BUF] = cfg.buffer.size_bytes
+        ci[L.BUF] = int(self.NU[:, L.U_BUF].max()) if len(self.NU) else 0
         ci[L.XOFF], ci[L.XON] = cfg.pfc.xoff_bytes, cfg.pfc.xon_bytes
         ci[L.KMIN], ci[L.KMAX] = cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes
         ci[L.ECN_ON] = cfg.ecn.enabled

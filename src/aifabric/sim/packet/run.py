@@ -22,7 +22,7 @@ from aifabric.sim.flow.engine import FlowRun, Paths
 from aifabric.sim.limits import DEFAULT_MAX_EVENTS  # (its home: one limit for every caller)
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS
-from aifabric.sim.packet.network import QP
+from aifabric.sim.packet.network import QP, SwitchBuffers
 from aifabric.sim.packet.sim import PacketSim
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
@@ -281,120 +281,200 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     ``max_events`` (None: no limit) it is refused with a :class:`SpecError` that says how
     to shrink it. ``events_progress(done, estimate)`` is called once with 0 before the
     run, then every 0.1-0.5 s of wall time while it runs (a progress bar with an ETA)."""
-    from aifabric.sim.paths import arc_latency_ns
-
     src, dst, cap = f.arcs
     est = estimate_events(dag, paths.conn_ptr, xfer_conn, route_hops(f, paths), cfg)
     if max_events is not None and est["events"] > max_events:
         raise _refuse(est, max_events)
     routes = flow_routes(f, paths)
+    backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
+                                                 failures=failures, seed=seed, pinned=pinned)
+    sim = _make_sim(f, cfg, routes, rev_routes)
+    if events_progress is not None:
+        total = int(est["events"])
+        events_progress(0, total)
+        sim.progress = lambda done: events_progress(done, total)
+    drive = _DagDriver(dag, sim, routes, backs, np.asarray(paths.conn_ptr, dtype=np.int64),
+                       xfer_conn, progress)
+    drive.run()
+    arc_bytes, peak, q_peak = _arc_totals(sim, cap)
+    tl, tg = _timeline(sim, len(cap), arc_group, n_groups)
+    names = f.nodes.name
+    dr = drive
+    return PacketRun(
+        dr.st_start, dr.st_end, dr.x_start, dr.x_end,
+        np.where(np.isfinite(dr.x_minr), dr.x_minr, np.nan),
+        _bottlenecks(routes, dr.conn_ptr, xfer_conn, q_peak, dag.n_transfers),
+        arc_bytes, peak, tl, tg,
+        sim.events, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
+        counters={**sim.counters(), "ack_paths": {"mode": cfg.nic.ack_path, **ack_info}},
+        ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
+                                            for d in sim.deadlocks],
+        alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
+        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
+
+
+def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
+                   cfg: PacketConfig, routing: Any, **kw: Any
+                   ) -> tuple[list[tuple[int, ...] | None], list[tuple[int, ...]],
+                              dict[str, int]]:
+    """The ACK routes of every QP: their own (:func:`ack_routes`, ``ack_path: hashed``) or
+    None, the route each one takes (the data route reversed where None) and the counts."""
     if cfg.nic.ack_path == "hashed":
-        backs, ack_info = ack_routes(f, dag, routes, routing, failures=failures, seed=seed,
-                                     pinned=pinned)
+        backs, ack_info = ack_routes(f, dag, routes, routing, **kw)
     else:
         backs = [None] * len(routes)
         ack_info = {"qps": len(routes), "hashed": 0, "same_as_reverse": 0, "local": 0,
                     "fallback_pinned": 0, "fallback_hops": 0, "fallback_other": 0}
     rev_routes = [b if b is not None else tuple(a ^ 1 for a in reversed(r))
                   for r, b in zip(routes, backs, strict=True)]
+    return backs, rev_routes, ack_info
+
+
+def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
+              rev_routes: list[tuple[int, ...]]) -> PacketSim:
+    """The packet simulator of ``f`` with ports on the arcs of the routes and the
+    switches' buffers of :func:`switch_buffers`."""
+    from aifabric.sim.paths import arc_latency_ns
+
+    src, dst, cap = f.arcs
     used = sorted({a for r in routes for a in r} | {a for r in rev_routes for a in r})
     kind = f.nodes.kind
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
-    sim = PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
-                    arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
-                    used_arcs=used,
-                    node_names=[str(x) for x in f.nodes.name])
-    group = np.zeros(len(cap), dtype=np.int64) if arc_group is None else arc_group
-    S, T = dag.n_stages, dag.n_transfers
-    conn_ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
-    npred = np.diff(dag.dep_ptr).astype(np.int64)
-    succ_ptr, succ_idx = dag.successors()
-    st_start = np.full(S, np.nan)
-    st_end = np.full(S, np.nan)
-    x_start = np.full(T, np.nan)
-    x_end = np.full(T, np.nan)
-    x_minr = np.full(T, np.inf)
-    reps = np.zeros(S, dtype=np.int64)
-    outstanding = np.zeros(S, dtype=np.int64)
-    rep_t0 = np.zeros(S)
-    x_qps_left = np.zeros(T, dtype=np.int64)
-    x_rep_end = np.zeros(T)
-    state = {"stages_left": S}
-    ev = sim.ev
-    sim.keep_running = lambda: state["stages_left"] > 0
-    if events_progress is not None:
-        total = int(est["events"])
-        events_progress(0, total)
-        sim.progress = lambda done: events_progress(done, total)
+    return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
+                     arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
+                     used_arcs=used, node_names=[str(x) for x in f.nodes.name],
+                     buffers=switch_buffers(f, cfg))
 
-    def now_ns() -> float:
-        return ev.now / PS_PER_NS
 
-    def start(s: int) -> None:
-        t = now_ns()
-        if np.isnan(st_start[s]):
-            st_start[s] = t
-        rep_t0[s] = t
+def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
+    """The switch buffers of a packet run on ``f``: the pools of
+    :func:`aifabric.topology.buffers.buffer_plan` (the SONiC build's BUFFER_POOL and
+    BUFFER_PG: each switch model's ``buffer_mb``, or ``packet.buffer.size_bytes`` for
+    every switch; headroom from every cabled port's speed and cable, the switch latency,
+    ``deploy.mtu.switch`` and ``deploy.qos.pfc_response_ns``, for each lossless
+    priority). A switch whose buffer cannot hold its headroom pool plus one XOFF
+    threshold (``pfc.xoff_bytes``) is refused with a :class:`SpecError` naming the switch
+    model, the numbers and what would fit, unless ``pfc.allow_overcommit``."""
+    from aifabric.topology.buffers import buffer_plan, buffer_problem
+
+    dep = f.spec.deploy
+    n_loss = len(set(cfg.pfc.priorities)) if cfg.pfc.enabled else 0
+    plan = buffer_plan(f, n_loss, mtu_bytes=dep.mtu.switch,
+                       response_ns=dep.qos.pfc_response_ns, buffer_bytes=cfg.buffer.size_bytes)
+    if n_loss and cfg.pfc.headroom_bytes is None and not cfg.pfc.allow_overcommit:
+        bad = buffer_problem(f, plan, cfg.pfc.xoff_bytes)
+        if bad:
+            n = int(np.argmax(plan.shortfall(cfg.pfc.xoff_bytes) > 0))
+            field = "packet.buffer.size_bytes" if plan.source == "override" else \
+                f"switch_models.{f.models[int(f.nodes.model[n])][0]}.buffer_mb"
+            raise SpecError(Problem(field, f"{bad}; or packet.pfc.allow_overcommit: true to "
+                                    "run it anyway and see the lossless drops"))
+    links = f.links.latency_ns.astype(np.float64)
+    return SwitchBuffers(node_buffer_bytes=plan.total_bytes,
+                         node_reserved_bytes=plan.headroom_pool_bytes,
+                         arc_headroom=plan.arc_xoff, arc_link_delay_ns=np.repeat(links, 2),
+                         source=plan.source)
+
+
+class _DagDriver:
+    """Runs a transfer DAG on a packet simulator: starts each stage when its
+    dependencies are done (a compute stage as a timer, a transfer stage as QPs, a
+    transfer split evenly over its connection's QPs), repeats it, and records stage and
+    transfer times."""
+
+    def __init__(self, dag: TransferDAG, sim: PacketSim, routes: list[tuple[int, ...]],
+                 backs: list[tuple[int, ...] | None], conn_ptr: np.ndarray,
+                 xfer_conn: np.ndarray, progress: Callable[[int], None] | None) -> None:
+        S, T = dag.n_stages, dag.n_transfers
+        self.dag, self.sim, self.routes, self.backs = dag, sim, routes, backs
+        self.conn_ptr, self.xfer_conn, self.progress = conn_ptr, xfer_conn, progress
+        self.npred = np.diff(dag.dep_ptr).astype(np.int64)
+        self.succ_ptr, self.succ_idx = dag.successors()
+        self.st_start = np.full(S, np.nan)
+        self.st_end = np.full(S, np.nan)
+        self.x_start = np.full(T, np.nan)
+        self.x_end = np.full(T, np.nan)
+        self.x_minr = np.full(T, np.inf)
+        self.reps = np.zeros(S, dtype=np.int64)
+        self.outstanding = np.zeros(S, dtype=np.int64)
+        self.rep_t0 = np.zeros(S)
+        self.x_qps_left = np.zeros(T, dtype=np.int64)
+        self.x_rep_end = np.zeros(T)
+        self.stages_left = S
+        sim.keep_running = lambda: self.stages_left > 0
+
+    def run(self) -> None:
+        ev = self.sim.ev
+        for s in np.flatnonzero(self.npred == 0):
+            ev.at(0, self.start, int(s))
+        if self.dag.n_stages:
+            self.sim.run()
+
+    def now_ns(self) -> float:
+        return self.sim.ev.now / PS_PER_NS
+
+    def start(self, s: int) -> None:
+        dag, ev, sim = self.dag, self.sim.ev, self.sim
+        t = self.now_ns()
+        if np.isnan(self.st_start[s]):
+            self.st_start[s] = t
+        self.rep_t0[s] = t
         if dag.stage_kind[s] == COMPUTE:
-            ev.at(ev.now + int(dag.duration_ns[s] * PS_PER_NS), lambda _: finish_rep(s))
+            ev.at(ev.now + int(dag.duration_ns[s] * PS_PER_NS), lambda _: self.finish_rep(s))
             return
         xs = range(int(dag.xfer_ptr[s]), int(dag.xfer_ptr[s + 1]))
         n = 0
         for x in xs:  # transfers of one stage, each simulated packet by packet
-            c = int(xfer_conn[x])
-            rows = range(int(conn_ptr[c]), int(conn_ptr[c + 1]))
+            c = int(self.xfer_conn[x])
+            rows = range(int(self.conn_ptr[c]), int(self.conn_ptr[c + 1]))
             size = round(float(dag.size_bytes[x]))
             k = len(rows)
-            if np.isnan(x_start[x]):
-                x_start[x] = t
-            x_qps_left[x] = k
-            x_rep_end[x] = t
+            if np.isnan(self.x_start[x]):
+                self.x_start[x] = t
+            self.x_qps_left[x] = k
+            self.x_rep_end[x] = t
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
-                sim.add_flow(routes[r], part, on_done=qp_done, tag=(s, x), ack_route=backs[r])
+                sim.add_flow(self.routes[r], part, on_done=self.qp_done, tag=(s, x),
+                             ack_route=self.backs[r])
             n += 1
-        outstanding[s] = n
+        self.outstanding[s] = n
         if n == 0:
-            ev.at(ev.now, lambda _: finish_rep(s))
+            ev.at(ev.now, lambda _: self.finish_rep(s))
 
-    def qp_done(qp: QP) -> None:
+    def qp_done(self, qp: QP) -> None:
         s, x = qp.tag
-        x_qps_left[x] -= 1
-        if x_qps_left[x]:
+        self.x_qps_left[x] -= 1
+        if self.x_qps_left[x]:
             return
-        t = now_ns()
-        dur = t - rep_t0[s]
+        t = self.now_ns()
+        dur = t - self.rep_t0[s]
         if dur > 0:
-            x_minr[x] = min(x_minr[x], float(dag.size_bytes[x]) * 8 / dur)
-        x_end[x] = t
-        outstanding[s] -= 1
-        if outstanding[s] == 0:
-            finish_rep(s)
+            self.x_minr[x] = min(self.x_minr[x], float(self.dag.size_bytes[x]) * 8 / dur)
+        self.x_end[x] = t
+        self.outstanding[s] -= 1
+        if self.outstanding[s] == 0:
+            self.finish_rep(s)
 
-    def finish_rep(s: int) -> None:
-        reps[s] += 1
-        if reps[s] < dag.repeat[s]:
-            start(s)
+    def finish_rep(self, s: int) -> None:
+        self.reps[s] += 1
+        if self.reps[s] < self.dag.repeat[s]:
+            self.start(s)
             return
-        st_end[s] = now_ns()
-        state["stages_left"] -= 1
-        if progress is not None:
-            progress(1)
-        if state["stages_left"] == 0:
-            ev.stop()
-        for c in succ_idx[succ_ptr[s]:succ_ptr[s + 1]]:
-            npred[c] -= 1
-            if npred[c] == 0:
-                start(int(c))
+        self.st_end[s] = self.now_ns()
+        self.stages_left -= 1
+        if self.progress is not None:
+            self.progress(1)
+        if self.stages_left == 0:
+            self.sim.ev.stop()
+        for c in self.succ_idx[self.succ_ptr[s]:self.succ_ptr[s + 1]]:
+            self.npred[c] -= 1
+            if self.npred[c] == 0:
+                self.start(int(c))
 
-    def start_event(s: int) -> None:
-        start(s)
 
-    for s in np.flatnonzero(npred == 0):
-        ev.at(0, start_event, int(s))
-    if S:
-        sim.run()
-
+def _arc_totals(sim: PacketSim, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per arc: bytes sent, peak rate (Gbit/s) and the peak queue of its port."""
     n_arcs = len(cap)
     arc_bytes = np.zeros(n_arcs)
     peak = np.zeros(n_arcs)
@@ -404,6 +484,13 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
         q_peak[a] = max(p.q_peak)
     for a, bps in sim.arc_peak_bps.items():  # frames are counted when they start
         peak[a] = min(bps / 1e9, float(cap[a]))
+    return arc_bytes, peak, q_peak
+
+
+def _bottlenecks(routes: list[tuple[int, ...]], conn_ptr: np.ndarray, xfer_conn: np.ndarray,
+                 q_peak: np.ndarray, T: int) -> np.ndarray:
+    """The bottleneck arc of each transfer: the arc of its first QP's route with the
+    deepest peak queue (-1: no queue anywhere)."""
     bott = np.full(T, -1, dtype=np.int64)
     first_row = conn_ptr[np.asarray(xfer_conn, dtype=np.int64)] if T else np.zeros(0, int)
     for x in range(T):  # transfers of a packet run
@@ -412,22 +499,20 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
             qs = q_peak[list(r)]
             if qs.max() > 0:
                 bott[x] = r[int(np.argmax(qs))]
+    return bott
+
+
+def _timeline(sim: PacketSim, n_arcs: int, arc_group: np.ndarray | None,
+              n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sampling intervals (ns) and the bytes moved per arc group in each."""
+    group = np.zeros(n_arcs, dtype=np.int64) if arc_group is None else arc_group
     tl = np.array([(t0 / PS_PER_NS, t1 / PS_PER_NS) for t0, t1, _ in sim.interval_bytes],
                   dtype=np.float64).reshape(-1, 2)
     tg = np.zeros((len(tl), n_groups))
     for i, (_, _, moved) in enumerate(sim.interval_bytes):
         for a, d in moved.items():
             tg[i, group[a]] += d
-    min_gbps = np.where(np.isfinite(x_minr), x_minr, np.nan)
-    names = f.nodes.name
-    return PacketRun(
-        st_start, st_end, x_start, x_end, min_gbps, bott, arc_bytes, peak, tl, tg,
-        sim.events, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
-        counters={**sim.counters(), "ack_paths": {"mode": cfg.nic.ack_path, **ack_info}},
-        ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
-                                            for d in sim.deadlocks],
-        alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
-        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
+    return tl, tg
 
 
 def _fct_table(sim: PacketSim) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ import numpy as np
 from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS, PS_PER_US, EventList
-from aifabric.sim.packet.network import QP, Network
+from aifabric.sim.packet.network import QP, Network, SwitchBuffers
 
 __all__ = ["PacketSim", "Topology"]
 
@@ -35,12 +35,13 @@ class PacketSim:
     def __init__(self, cfg: PacketConfig, *, arc_src: Sequence[int], arc_dst: Sequence[int],
                  arc_gbps: Sequence[float], arc_delay_ns: Sequence[float],
                  is_host: Sequence[bool], used_arcs: Sequence[int],
-                 node_names: Sequence[str] | None = None) -> None:
+                 node_names: Sequence[str] | None = None,
+                 buffers: SwitchBuffers | None = None) -> None:
         self.cfg = cfg
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
                            arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
-                           node_names=node_names)
+                           node_names=node_names, buffers=buffers)
         self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
@@ -319,7 +320,37 @@ class PacketSim:
             "pfc_frames": self.net.sent_pfc,
             "pause_ns": sum(sum(p.paused_ps) for p in ports) / PS_PER_NS,
             "deadlocks": len(self.deadlocks),
+            "drops_by_tc": self.drops_by_tc(),
+            "lossless_drops": self.lossless_drops(),
+            "buffer": self.buffer_info(),
         }
+
+    def drops_by_tc(self) -> dict[int, int]:
+        """Frames dropped per traffic class (switch egress and NIC receive buffers), the
+        classes that dropped any."""
+        per = self.net.PT[:, L.T_DROPS].sum(axis=0)
+        return {int(tc): int(per[tc]) for tc in np.flatnonzero(per)}
+
+    def lossless_drops(self) -> int:
+        """Frames dropped on the lossless classes (``pfc.priorities`` with PFC on)."""
+        per = self.net.PT[:, L.T_DROPS].sum(axis=0)
+        return int(sum(int(per[tc]) for tc in range(8) if self.net.lossless[tc]))
+
+    def buffer_info(self) -> dict[str, Any]:
+        """Where the switch buffers come from (``model``: each switch model's
+        ``buffer_mb``; ``override``: ``packet.buffer.size_bytes`` for every switch;
+        ``default``: a network without a fabric), the smallest and largest buffer and
+        headroom pool of the switches, and the overcommitted switches
+        (``pfc.allow_overcommit``)."""
+        net = self.net
+        sw = net.reported_switches
+        buf = net.NU[sw, L.U_BUF]
+        resv = net.NU[sw, L.U_RESV]
+        return {"source": net.buffer_source,
+                "size_bytes": [int(buf.min()), int(buf.max())] if len(buf) else [0, 0],
+                "headroom_pool_bytes": [int(resv.min()), int(resv.max())] if len(resv)
+                else [0, 0],
+                "overcommit": list(net.overcommit)}
 
     def pauses(self) -> dict[str, np.ndarray]:
         """One row per (port, traffic class) that was paused by PFC at all: paused time,
@@ -353,6 +384,14 @@ class PacketSim:
         detection time ``pfc.watchdog_ms`` or longer. Shorter pauses are no alarm; they
         are in :meth:`pauses` (paused time and pause ratio per port and priority)."""
         out = []
+        lost = self.lossless_drops()
+        if lost:
+            by = ", ".join(f"TC{tc} {n:,}" for tc, n in self.drops_by_tc().items()
+                           if self.net.lossless[tc])
+            out.append(f"lossless drops: {lost:,} frames dropped on lossless classes ({by}): "
+                       "the PFC headroom did not hold what arrived after XOFF"
+                       + (" (overcommitted buffers: pfc.allow_overcommit)"
+                          if self.net.overcommit else ""))
         for d in self.deadlocks:
             out.append(f"PFC deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of paused "
                        f"queues {' => '.join(d['ports'])}")
