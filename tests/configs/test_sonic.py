@@ -234,7 +234,7 @@ def test_sonic_buffers_and_the_packet_simulators_are_one_computation(path):
     from aifabric import build_fabric, load_spec
     from aifabric.configs.addressing import plan_addresses
     from aifabric.configs.sonic import SwitchContext, render_config_db
-    from aifabric.scenario import load_scenario
+    from aifabric.routing.scenario import load_scenario
     from aifabric.sim.packet.config import PacketConfig, effective_packet_config
     from aifabric.sim.packet.run import switch_buffers
     from aifabric.sim.scenario import SimScenario

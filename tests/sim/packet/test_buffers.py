@@ -62,7 +62,7 @@ def test_the_measured_leaf_spine_case_pauses_and_never_drops_the_lossless_class(
     packet = dict(PACKET)
     if override:
         packet["buffer"] = {"size_bytes": override}
-    f, run = _leaf_spine_run(packet)
+    _, run = _leaf_spine_run(packet)
     c = run.counters
     assert c["pfc_frames"] > 0  # the mechanism is exercised: ingress queues paused
     assert c["drops_by_tc"].get(3, 0) == 0 and c["lossless_drops"] == 0
@@ -225,7 +225,7 @@ def test_the_headroom_pool_is_the_sum_of_every_lossless_port_and_fits_or_is_refu
         "topology": {"family": "clos", "leaf": {"model": "m"}, "spine": {"model": "m"}}})
     f = build_fabric(spec)
     plan = buffer_plan(f, 1, mtu_bytes=9100, response_ns=1000)
-    src, dst, cap = f.arcs
+    _, dst, cap = f.arcs
     sw = f.is_switch
     into = (plan.arc_xoff > 0)
     assert np.array_equal(into, sw[dst] & np.repeat(f.links.kind >= 2, 2))

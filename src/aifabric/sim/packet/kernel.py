@@ -356,7 +356,7 @@ def drop(S, p, tc, k):
 def tx_start(S, p):
     """Put the next frame on the wire: the highest unpaused class with a frame, then (NIC)
     the next eligible QP, round robin."""
-    G, CI, PI, PT, NU, KI = S[G_], S[CI_], S[PI_], S[PT_], S[NU_], S[KI_]
+    G, CI, PI, PT, KI = S[G_], S[CI_], S[PI_], S[PT_], S[KI_]
     now = G[NOW]
     k = -1
     for i in range(CI[NTC]):

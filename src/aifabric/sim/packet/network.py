@@ -318,7 +318,7 @@ class Network:
         PI[:, L.P_FT] = -1
         PI[:, L.P_WAKE] = -1
         self._wred_profiles(cfg.ecn)
-        self.NU = NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
+        self.NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
         max_frame = self.mtu + self.hdr + self.ovh
         self._buffers(cfg, buffers, n_nodes, max_frame)
         if nic.rx_gbps is not None:
