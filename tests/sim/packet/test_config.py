@@ -96,3 +96,30 @@ def test_an_override_that_contradicts_the_deployed_qos_is_one_clear_line():
         effective_packet_config(own, dep, file="s.yaml")
     (p,) = err.value.problems
     assert p.path == "packet.ecn" and "kmin_bytes (500000) is above kmax_bytes" in p.message
+
+
+def test_byte_settings_take_the_size_grammar():
+    """Buffer, PFC, ECN and window sizes read the one size grammar (docs/spec.md, Units):
+    ``32MiB`` is 32 x 2^20 bytes, ``100kB`` 10^5, and the value is bounded as a plain
+    number is."""
+    cfg = packet_config_from_dict({"buffer": {"size_bytes": "32MiB"},
+                                   "ecn": {"kmin_bytes": "100kB", "kmax_bytes": "0.4MB"},
+                                   "pfc": {"xoff_bytes": "256KiB", "xon_bytes": 240 << 10}})
+    assert cfg.buffer.size_bytes == 32 << 20
+    assert (cfg.ecn.kmin_bytes, cfg.ecn.kmax_bytes) == (100_000, 400_000)
+    assert cfg.pfc.xoff_bytes == 256 << 10
+
+
+@pytest.mark.parametrize(("doc", "path", "words"), [
+    ({"buffer": {"size_bytes": "32 gigs"}}, "packet.buffer.size_bytes", "not a size"),
+    ({"ecn": {"kmin_bytes": "4G"}}, "packet.ecn.kmin_bytes", "ambiguous"),
+    ({"buffer": {"size_bytes": "1KiB"}}, "packet.buffer.size_bytes", "greater than or equal"),
+])
+def test_a_bad_size_names_its_field(doc, path, words):
+    """A size that does not parse, a bare G, or one outside the field's range: one problem
+    naming the field."""
+    with pytest.raises(SpecError) as err:
+        packet_config_from_dict(doc, file="s.yaml")
+    probs = err.value.problems
+    assert len(probs) == 1 and probs[0].path == path, probs
+    assert words in probs[0].message, probs[0].message

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -21,6 +22,11 @@ from pydantic import (
 
 from aifabric.errors import Problem, SpecError
 from aifabric.spec.base import StrictModel
+from aifabric.spec.units import size_value
+
+#: a byte count field: a number of bytes or a size with a unit (docs/spec.md, "Units")
+Size = Annotated[int, BeforeValidator(size_value)]
+OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
            "EcnProfile", "HostPfcConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
@@ -44,10 +50,10 @@ class BufferConfig(_Strict):
     priority) and a shared pool with dynamic thresholds (DT, Choudhury-Hahne) for the
     rest: a queue may grow to ``alpha`` x the free shared pool."""
 
-    size_bytes: int | None = Field(default=None, ge=16 << 10, le=MAX_BUFFER,
-                                   description="buffer of every switch, a what-if "
-                                   "override; default: each switch's model in the fabric "
-                                   "(buffer_mb, the number the SONiC build writes)")
+    size_bytes: OptSize = Field(default=None, ge=16 << 10, le=MAX_BUFFER,
+                                description="buffer of every switch, a what-if "
+                                "override; default: each switch's model in the fabric "
+                                "(buffer_mb, the number the SONiC build writes)")
     alpha: float = Field(default=1.0, ge=1 / 128, le=64, description="dynamic-threshold "
                          "factor (Broadcom's DT: 1/128 .. 8; up to 64 for what-ifs)")
 
@@ -58,15 +64,15 @@ class PfcConfig(_Strict):
     enabled: bool = True
     priorities: list[int] = Field(default=[3], max_length=8,
                                   description="lossless traffic classes")
-    xoff_bytes: int = Field(default=256 << 10, ge=1, le=MAX_BUFFER, description="ingress "
-                            "bytes of one port+priority that trigger a pause (XOFF); also "
-                            "capped by buffer.alpha x free shared buffer")
-    xon_bytes: int = Field(default=240 << 10, ge=0, le=MAX_BUFFER,
-                           description="resume (XON) at or below")
-    headroom_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER, description="reserved "
-                                       "per port and lossless priority for bytes in flight after "
-                                       "XOFF; default: 2 x (propagation + 1 us response) x "
-                                       "rate + 2 MTU, per link")
+    xoff_bytes: Size = Field(default=256 << 10, ge=1, le=MAX_BUFFER, description="ingress "
+                             "bytes of one port+priority that trigger a pause (XOFF); also "
+                             "capped by buffer.alpha x free shared buffer")
+    xon_bytes: Size = Field(default=240 << 10, ge=0, le=MAX_BUFFER,
+                            description="resume (XON) at or below")
+    headroom_bytes: OptSize = Field(default=None, ge=1, le=MAX_BUFFER, description="reserved "
+                                    "per port and lossless priority for bytes in flight after "
+                                    "XOFF; default: 2 x (propagation + 1 us response) x "
+                                    "rate + 2 MTU, per link")
     watchdog_ms: float = Field(default=200.0, ge=0.001, le=60_000, description="PFC "
                                "watchdog detection time: a queue paused continuously this "
                                "long is a PFC storm (SONiC's default: 200 ms)")
@@ -101,8 +107,8 @@ class EcnProfile(_Strict):
     Defaults: ns-3's RDMA simulator (HPCC repository, mix/config.txt) for 25 Gbit/s
     ports: KMIN_MAP 100 KB, KMAX_MAP 400 KB, PMAX_MAP 0.2."""
 
-    kmin_bytes: int = Field(default=100_000, ge=0, le=MAX_BUFFER)
-    kmax_bytes: int = Field(default=400_000, ge=0, le=MAX_BUFFER)
+    kmin_bytes: Size = Field(default=100_000, ge=0, le=MAX_BUFFER)
+    kmax_bytes: Size = Field(default=400_000, ge=0, le=MAX_BUFFER)
     pmax: float = Field(default=0.2, ge=0, le=1, description="marking probability at Kmax")
 
     @model_validator(mode="after")
@@ -158,15 +164,15 @@ class HostPfcConfig(_Strict):
     enabled: bool = Field(default=True, description="the NIC sends PFC pause on the "
                           "lossless priorities (pfc.priorities) when its receive buffer "
                           "passes xoff_bytes; false: a frame that does not fit is dropped")
-    rx_buffer_bytes: int = Field(default=130944, ge=1 << 10, le=MAX_BUFFER,
-                                 description="receive buffer of one NIC (ConnectX: 130944 "
-                                 "per lossless buffer)")
-    xoff_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER, description="pause "
-                                   "above this many buffered bytes; default: rx_buffer_bytes "
-                                   "- the headroom of the NIC's link (2 x (propagation + 1 "
-                                   "us) x rate + 2 frames, as for switch ports)")
-    xon_bytes: int | None = Field(default=None, ge=0, le=MAX_BUFFER, description="resume at "
-                                  "or below; default: xoff - one frame (mlx5)")
+    rx_buffer_bytes: Size = Field(default=130944, ge=1 << 10, le=MAX_BUFFER,
+                                  description="receive buffer of one NIC (ConnectX: 130944 "
+                                  "per lossless buffer)")
+    xoff_bytes: OptSize = Field(default=None, ge=1, le=MAX_BUFFER, description="pause "
+                                "above this many buffered bytes; default: rx_buffer_bytes "
+                                "- the headroom of the NIC's link (2 x (propagation + 1 "
+                                "us) x rate + 2 frames, as for switch ports)")
+    xon_bytes: OptSize = Field(default=None, ge=0, le=MAX_BUFFER, description="resume at "
+                               "or below; default: xoff - one frame (mlx5)")
 
     @model_validator(mode="after")
     def _check(self) -> HostPfcConfig:
@@ -334,10 +340,10 @@ class DctcpParams(_Strict):
     """DCTCP-style window control: ECN echoed in ACKs, alpha per window."""
 
     g: float = Field(default=1 / 16, gt=0, le=1, description="alpha EWMA gain")
-    init_window_bytes: int | None = Field(default=None, ge=1, le=MAX_BUFFER,
-                                          description="default: one bandwidth-delay "
-                                          "product")
-    min_window_bytes: int = Field(default=4096, ge=1, le=MAX_BUFFER)
+    init_window_bytes: OptSize = Field(default=None, ge=1, le=MAX_BUFFER,
+                                       description="default: one bandwidth-delay "
+                                       "product")
+    min_window_bytes: Size = Field(default=4096, ge=1, le=MAX_BUFFER)
 
 
 class CcConfig(_Strict):

@@ -1,20 +1,8 @@
 """The model behind ``aifabric serve``: one fabric, its traffic routed, and the questions
 the page asks of it — loads, a collective's paths, what a failure moves.
 
-A :class:`Twin` opens one of four things (:meth:`Twin.open`):
-
-* a **spec** (a fabric design): the traffic is a permutation of all active GPUs shifted
-  by one segment's GPUs (GPU i sends 1 MiB to GPU i + GPUs-per-segment: cross-segment,
-  same rail), routed with the spec's routing (``info()["traffic"]`` says so);
-* a **scenario** (a YAML with a top-level ``spec:``): what ``aifabric route`` routes —
-  its traffic, routing and failures (:func:`aifabric.routing.scenario.scenario_traffic`)
-  — or, for a simulation scenario (jobs, collectives, ``sim:``), every connection of
-  its compiled workload routed the way :func:`aifabric.sim.paths.route_dag` routes it
-  for the simulators (the solver is not run): traces then follow collectives and jobs;
-* a **run folder** (``simulate --out`` or ``route --out``): the run's tables for the
-  loads, and its ``run.json`` (or ``--scenario``) to rebuild the fabric and routing;
-  a damaged folder never raises: :attr:`Twin.missing` says what is absent;
-* the **lab** (``lab_dir``): the lab's own fabric and its live counters.
+A :class:`Twin` opens one of four things (:meth:`Twin.open`): a spec, a scenario, a
+run folder or the lab; :mod:`.opening` says what each gives.
 
 What-if: a *failure set* is a tuple of strings — a switch (or any node) name, a port
 ``device:iface`` (``tor-s00-r0-a:Ethernet3``, ``host-s00-h000:ens0f1``) or
