@@ -16,9 +16,16 @@ COMPARED_COLLECTIVES = 12
 
 
 def packet_counts(pk: dict[str, Any]) -> str:
-    """The packet summary's counters as one phrase (console and report): drops,
-    retransmitted bytes, ECN marks, CNPs, PFC frames, paused time."""
-    return (f"{pk['drops']:,} drops, {pk['retx_bytes']:,} bytes retransmitted, "
+    """The packet summary's counters as one phrase (console and report): drops (per
+    traffic class when any, the lossless classes' drops named), retransmitted bytes, ECN
+    marks, CNPs, PFC frames, paused time."""
+    by_tc = pk.get("drops_by_tc") or {}
+    per = ""
+    if pk["drops"] and by_tc:
+        tcs = ", ".join(f"TC{tc} {n:,}" for tc, n in sorted(by_tc.items(), key=lambda x: int(x[0])))
+        lossless = pk.get("lossless_drops") or 0
+        per = f" ({tcs}" + (f"; {lossless:,} on lossless classes" if lossless else "") + ")"
+    return (f"{pk['drops']:,} drops{per}, {pk['retx_bytes']:,} bytes retransmitted, "
             f"{pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, {pk['pfc_frames']:,} PFC "
             f"frames, {pk['pause_ns'] / 1e3:.1f} us paused")
 

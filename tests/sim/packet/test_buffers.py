@@ -184,6 +184,9 @@ def test_a_lossless_drop_exits_1_on_the_command_line(cli, tmp_path):
     r = cli("simulate", path)
     assert r.code == 1, r.out
     assert "lossless drops" in r.out
+    # the counters' line says which classes dropped, the lossless ones named
+    (line,) = [x for x in r.out.splitlines() if x.startswith("packet: ")]
+    assert "TC3 " in line and "on lossless classes" in line, line
 
 
 @settings(max_examples=25, deadline=None)
