@@ -117,7 +117,7 @@ def diff(a: Path, b: Path) -> list[str]:
 
 def _trees(text: str) -> list[str]:
     """Checkout roots named in a file (the two trees live at different paths)."""
-    return sorted({m.group(0) for m in re.finditer(r"/[^\s\"']*?/compare-[a-z]+/tree", text)},
+    return sorted({m.group(0) for m in re.finditer(r"/[^\s\"']*?/compare-[a-z0-9]+/tree", text)},
                   key=len, reverse=True)
 
 
