@@ -89,9 +89,30 @@ from aifabric.sim.packet.layout import (
     K_SIZE,
     K_TC,
     K_TS,
+    GA_,
+    GD_,
+    GP_,
+    GRR_,
+    GT_,
     KF_,
     KI_,
+    LB_ADAPTIVE,
+    LB_GAP,
+    LB_MODE,
+    LB_SPRAY,
+    LB_SPRAYM,
     LL_,
+    NR_,
+    NRH,
+    OOO_W,
+    Q_DSTI,
+    Q_OOODROP,
+    Q_OOOPK,
+    Q_RMAX,
+    QL_,
+    RB_,
+    RH_,
+    RX_OOO,
     MTU,
     NAK,
     NFREE,
@@ -288,6 +309,8 @@ def stamp(S, p, k, now, qbytes):
     """HPCC in-band telemetry: (B, bytes sent, time, queue) of egress ``p``."""
     KI, KF = S[KI_], S[KF_]
     n = KI[k, K_NINT]
+    if n >= KF.shape[1]:  # (a sprayed frame on a longer path than its route: no room)
+        return
     KF[k, n, 0] = S[PF_][p, P_GBPS]
     KF[k, n, 1] = S[PI_][p, P_TXB]
     KF[k, n, 2] = now
@@ -305,6 +328,80 @@ def rand01(RNG):
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True)
+def rand_lb(RNG):
+    """splitmix64 on the spraying stream (``RNG[1]``) -> a float in [0, 1): apart from
+    the ECN marking stream, so spraying does not move WRED's draws."""
+    x = RNG[1] + np.uint64(0x9E3779B97F4A7C15)
+    RNG[1] = x
+    z = x
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True)
+def lb_pick(S, q, rev, hop, node, now):
+    """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``) on
+    its ``hop``-th arc, under per-packet load balancing (``packet.lb``): a member of the
+    ECMP group of ``node`` toward the frame's destination, by spray (random or round
+    robin) or adaptive (the member with the fewest queued bytes; ties: the flow's route,
+    then the flow's hash; per flowlet when ``flowlet_gap_ns`` > 0). The route's own port
+    when the switch has no group toward the destination or the group's paths are not as
+    long as what is left of the route (a route of another policy): the frame keeps its
+    hop count, so it reaches the destination after exactly the route's hops."""
+    CI, PI, QI, QR = S[CI_], S[PI_], S[QI_], S[QR_]
+    rp = QR[q, rev, hop]
+    row = S[NR_][node]
+    d = QI[q, Q_DSTI + rev]
+    if row < 0 or d < 0:
+        return rp
+    g = S[GT_][row, d]
+    if g < 0 or S[GD_][row, d] != QI[q, Q_LEN] - hop:
+        return rp
+    GP, GA = S[GP_], S[GA_]
+    lo = GP[g]
+    n = GP[g + 1] - lo
+    if n == 1:
+        return GA[lo]
+    if CI[LB_MODE] == LB_SPRAYM:
+        if CI[LB_SPRAY] != 0:  # round robin, per group
+            GRR = S[GRR_]
+            i = GRR[g]
+            GRR[g] = i + 1 if i + 1 < n else 0
+            return GA[lo + i]
+        i = int(rand_lb(S[RNG_]) * n)
+        return GA[lo + (i if i < n else n - 1)]
+    gap = CI[LB_GAP]
+    QL = S[QL_]
+    if gap > 0:
+        lp = QL[q, rev, hop, 1]
+        if lp >= 0 and now - QL[q, rev, hop, 0] < gap and PI[lp, P_SRC] == node:
+            QL[q, rev, hop, 0] = now
+            return lp
+    best = -1
+    bq = 0
+    for j in range(n):
+        p = GA[lo + j]
+        qb = PI[p, P_QTOT]
+        if best < 0 or qb < bq:
+            best, bq = p, qb
+    if PI[rp, P_SRC] == node and PI[rp, P_QTOT] == bq:
+        best = rp  # a tie: the flow's hash (its ECMP route) decides
+    elif PI[rp, P_SRC] != node:
+        h = (q * 2654435761 + hop * 40503) % n  # the flow's hash, off its route
+        for j in range(n):
+            p = GA[lo + (h + j) % n]
+            if PI[p, P_QTOT] == bq:
+                best = p
+                break
+    if gap > 0:
+        QL[q, rev, hop, 0] = now
+        QL[q, rev, hop, 1] = best
+    return best
 
 
 @njit(cache=True)
@@ -544,6 +641,80 @@ def reply(S, q, kind, seq, tc, data):
 
 
 @njit(cache=True)
+def reorder(S, q, d):
+    """A data frame of QP ``q`` reaches its receiver ``d`` packets ahead of the next
+    expected one (0: in order): the QP's reorder histogram (exact below 16, then one
+    bucket per power of two), its out-of-order count and largest distance."""
+    QI = S[QI_]
+    if d <= 0:
+        S[RH_][q, 0] += 1
+        return
+    QI[q, Q_OOOPK] += 1
+    if d > QI[q, Q_RMAX]:
+        QI[q, Q_RMAX] = d
+    b = d
+    if d >= 16:
+        b = 12
+        x = d
+        while x >= 2:
+            x >>= 1
+            b += 1
+        if b >= NRH:
+            b = NRH - 1
+    S[RH_][q, b] += 1
+
+
+@njit(cache=True)
+def ooo_receive(S, q, k, seq, rcv, pay, now):
+    """The out-of-order receiver (``nic.receiver: ooo``, UEC RUD): a frame at the next
+    expected sequence is delivered and so are the frames the bitmap holds right behind
+    it, then a cumulative ACK (every ``ack_interval_packets`` frames, and whenever holes
+    filled); a frame ahead is delivered into the bitmap (no NAK, no ACK), or discarded
+    when it is more than the bitmap ahead; a duplicate is ACKed. Returns the QP whose
+    last byte it delivered, or -1."""
+    G, CI, QI, RB = S[G_], S[CI_], S[QI_], S[RB_]
+    mtu = CI[MTU]
+    W = CI[OOO_W]
+    size = QI[q, Q_SIZE]
+    done = -1
+    if seq == rcv:
+        rcv += pay
+        G[DELIV] += pay
+        filled = False
+        while rcv < size:
+            i = (rcv // mtu) % W
+            if RB[q, i] == 0:
+                break
+            RB[q, i] = 0
+            filled = True
+            rcv += mtu if size - rcv > mtu else size - rcv
+        QI[q, Q_RCVNXT] = rcv
+        QI[q, Q_PSA] += 1
+        last = rcv >= size
+        if last and QI[q, Q_DONE] < 0:
+            QI[q, Q_DONE] = now
+            done = q
+        if last or filled or QI[q, Q_PSA] >= CI[ACKINT]:
+            QI[q, Q_PSA] = 0
+            reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+            QI[q, Q_MSA] = 0
+    elif seq > rcv:
+        if (seq - rcv) // mtu >= W:
+            QI[q, Q_OOODROP] += 1
+        else:
+            i = (seq // mtu) % W
+            if RB[q, i] != 0:
+                QI[q, Q_DUP] += pay
+            else:
+                RB[q, i] = 1
+                G[DELIV] += pay
+    else:  # a duplicate of delivered bytes
+        QI[q, Q_DUP] += pay
+        reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+    return done
+
+
+@njit(cache=True)
 def host_receive(S, k):
     """A NIC receives frame ``k``; returns the QP whose last byte it delivered, or -1."""
     G, CI, KI, QI = S[G_], S[CI_], S[KI_], S[QI_]
@@ -560,7 +731,11 @@ def host_receive(S, k):
         seq = KI[k, K_SEQ]
         rcv = QI[q, Q_RCVNXT]
         pay = KI[k, K_PAY]
-        if seq == rcv:
+        if seq >= rcv:
+            reorder(S, q, (seq - rcv) // CI[MTU])
+        if CI[RX_OOO] != 0:
+            done = ooo_receive(S, q, k, seq, rcv, pay, now)
+        elif seq == rcv:
             rcv += pay
             QI[q, Q_RCVNXT] = rcv
             G[DELIV] += pay
@@ -757,6 +932,7 @@ def run(S, limit, py_t, py_s):
     alpha = CF[ALPHA]
     ntc = CI[NTC]
     rx_on = CI[RX_ON] != 0
+    lb_on = CI[LB_MODE] != 0
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -812,7 +988,10 @@ def run(S, limit, py_t, py_s):
                     G[COUNT] += n
                     return R_DONE
                 continue
-            p = QR[q, rev, hop]
+            if lb_on and S[NR_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
+                p = lb_pick(S, q, rev, hop, PI[inp, P_DST], t)
+            else:
+                p = QR[q, rev, hop]
             tc = KI[k, K_TC]
             size = KI[k, K_SIZE]
             if PI[p, P_HOST] != 0:  # a NIC forwarding (not used by routes from the router)

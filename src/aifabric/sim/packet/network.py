@@ -251,7 +251,9 @@ class Network:
 
     ``arc_src``/``arc_dst``/``arc_gbps``/``arc_delay_ns`` describe every arc (2l, 2l+1 =
     link l up, down); ``is_host[n]`` marks NIC nodes (the rest are switches). Only arcs in
-    ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside).
+    ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside; with
+    ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`, per-packet load balancing) every
+    member arc of its groups too).
 
     The arrays start at the sizes below and double when the run needs more.
     """
@@ -266,7 +268,7 @@ class Network:
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
                  used_arcs: Sequence[int], node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: Any = None) -> None:
         K = _kernel()
         #: node names for messages (default: n<index>)
         self.node_names = list(node_names) if node_names is not None else \
@@ -323,12 +325,15 @@ class Network:
         self._buffers(cfg, buffers, n_nodes, max_frame)
         if nic.rx_gbps is not None:
             self._rx_setup(nic, max_frame)
+        self._lb_tables(cfg, lb, n_nodes)
         self.G = np.zeros(L.NG, dtype=np.int64)
         self.CI = self._int_settings(cfg, tcs)
         self.CF = self._float_settings(cfg)
         _transports().set_params(self.cc_name, self.CI, self.CF, cfg.cc)
         self.LL = np.array(self.lossless, dtype=np.int64)
-        self.RNG = np.array([cfg.seed & ((1 << 64) - 1)], dtype=np.uint64)
+        lb_seed = cfg.seed if cfg.lb.seed is None else cfg.lb.seed
+        self.RNG = np.array([cfg.seed & ((1 << 64) - 1),
+                             (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1)], dtype=np.uint64)
         self.H = self.initial_hops  # the longest route the arrays hold
         self.HT = np.zeros((4 * P + self.initial_heap, 5), dtype=np.int64)
         self.PQ = np.zeros((P, self.initial_port_qps), dtype=np.int64)
@@ -337,6 +342,9 @@ class Network:
         self.QF = np.zeros((0, L.NQF), dtype=np.float64)
         self.QR = np.zeros((0, 2, self.H), dtype=np.int64)
         self.QINT = np.zeros((0, self.H if self.int_on else 1, 4), dtype=np.float64)
+        self.QL = np.zeros((0, 2, self.H if self.flowlets else 1, 2), dtype=np.int64)
+        self.RB = np.zeros((0, self.ooo_w if self.ooo else 1), dtype=np.int8)
+        self.RH = np.zeros((0, L.NRH), dtype=np.int64)
         self._grow_qps(self.initial_qps)
         self.qps: list[QP] = []
         self._pack()
@@ -460,6 +468,11 @@ class Network:
         ci[L.HRXBUF] = nic.host_pfc.rx_buffer_bytes
         for i, tc in enumerate(tcs):
             ci[L.TC0 + i] = tc
+        ci[L.LB_MODE] = self.lb_mode
+        ci[L.LB_SPRAY] = cfg.lb.spray == "round_robin"
+        ci[L.LB_GAP] = round(cfg.lb.flowlet_gap_ns * 1000)
+        ci[L.RX_OOO] = self.ooo
+        ci[L.OOO_W] = self.ooo_w
         return ci
 
     def _float_settings(self, cfg: PacketConfig) -> np.ndarray:
@@ -511,6 +524,40 @@ class Network:
         NU[:, L.U_HXON] = hp.xon_bytes if hp.xon_bytes is not None else \
             np.maximum(xoff - max_frame, 0)
 
+    def _lb_tables(self, cfg: PacketConfig, lb: Any, n_nodes: int) -> None:
+        """Per-packet load balancing (``packet.lb``) and the receiver's bitmap: the
+        groups of ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`; arcs as port rows,
+        every member arc must have a port) into the kernel's arrays."""
+        mode = cfg.lb.mode or "ecmp"
+        self.lb_mode = {"ecmp": L.LB_ECMP, "spray": L.LB_SPRAYM,
+                        "adaptive": L.LB_ADAPTIVE}[mode]
+        self.flowlets = mode == "adaptive" and cfg.lb.flowlet_gap_ns > 0
+        self.ooo = cfg.nic.receiver == "ooo"
+        self.ooo_w = cfg.nic.ooo_bitmap_packets
+        i64 = np.int64
+        self.lb_dest = np.full(n_nodes, -1, dtype=i64)  # destination node -> column
+        if self.lb_mode == L.LB_ECMP or lb is None:
+            self.lb_mode = L.LB_ECMP if lb is None else self.lb_mode
+            self.NR = np.full(n_nodes, -1, dtype=i64)
+            self.GT = self.GD = np.full((0, 0), -1, dtype=i64)
+            self.GP = np.zeros(1, dtype=i64)
+            self.GA = self.GRR = np.zeros(0, dtype=i64)
+            return
+        arc_pid = np.full(int(self.PI[:, L.P_ARC].max()) + 1, -1, dtype=i64)
+        arc_pid[self.PI[:, L.P_ARC]] = np.arange(len(self.PI))
+        ga = np.asarray(lb.arcs, dtype=i64)
+        missing = ga[(ga >= len(arc_pid)) | (arc_pid[np.minimum(ga, len(arc_pid) - 1)] < 0)]
+        if len(missing):
+            raise ValueError(f"load-balancing member arc {int(missing[0])} has no port "
+                             "(add the groups' arcs to used_arcs)")
+        self.NR = np.asarray(lb.node_row, dtype=i64)
+        self.GT = np.asarray(lb.group, dtype=i64)
+        self.GD = np.asarray(lb.hops, dtype=i64)
+        self.GP = np.asarray(lb.ptr, dtype=i64)
+        self.GA = arc_pid[ga]
+        self.GRR = np.zeros(max(len(self.GP) - 1, 0), dtype=i64)
+        self.lb_dest[np.asarray(lb.dests, dtype=i64)] = np.arange(len(lb.dests))
+
     def _alloc_packets(self, n: int) -> None:
         self.KI = np.zeros((n, L.NKI), dtype=np.int64)
         self.KF = np.zeros((n, self.H if self.int_on else 1, 4), dtype=np.float64)
@@ -542,6 +589,14 @@ class Network:
         qint = np.zeros((cap, self.H if self.int_on else 1, 4), dtype=np.float64)
         qint[:old, :self.QINT.shape[1]] = self.QINT
         self.QI, self.QF, self.QR, self.QINT = qi, qf, qr, qint
+        ql = np.zeros((cap, 2, self.H if self.flowlets else 1, 2), dtype=np.int64)
+        ql[:, :, :, 1] = -1
+        ql[:old, :, :self.QL.shape[2]] = self.QL
+        rb = np.zeros((cap, self.RB.shape[1]), dtype=np.int8)
+        rb[:old] = self.RB
+        rh = np.zeros((cap, L.NRH), dtype=np.int64)
+        rh[:old] = self.RH
+        self.QL, self.RB, self.RH = ql, rb, rh
 
     def _grow_hops(self, h: int) -> None:
         self.H = h
@@ -554,7 +609,8 @@ class Network:
     def _pack(self) -> None:
         self.S = (self.G, self.CI, self.CF, self.HT, self.PI, self.PF, self.PT, self.PQ,
                   self.NU, self.LL, self.KI, self.KF, self.FREE, self.QI, self.QF, self.QR,
-                  self.QINT, self.RNG)
+                  self.QINT, self.RNG, self.NR, self.GT, self.GD, self.GP, self.GA, self.GRR,
+                  self.QL, self.RB, self.RH)
 
     def reserve(self) -> None:
         """Make room (heap, packet pool, QP lists of ports) for what the loop may add
@@ -645,6 +701,11 @@ class Network:
         qi[L.Q_PORT] = port.pid
         qi[L.Q_BRTT] = rtt
         qi[L.Q_LEN] = len(route)
+        if route:
+            qi[L.Q_DSTI] = self.lb_dest[qp.path[-1].dst]
+            qi[L.Q_RDSTI] = self.lb_dest[qp.rpath[-1].dst] if qp.rpath else -1
+        else:
+            qi[L.Q_DSTI] = qi[L.Q_RDSTI] = -1
         self.QR[q, 0, :len(route)] = [p.pid for p in qp.path]
         self.QR[q, 1, :len(route)] = [p.pid for p in qp.rpath]
         qf[L.F_LINE] = qp.line_bps
