@@ -74,7 +74,7 @@ def shortest_groups(arc_src: Sequence[int], arc_dst: Sequence[int], is_host: Seq
         order = np.argsort(s_of, kind="stable")
         arcs = np.flatnonzero(ok)[order]
         s_of = s_of[order]
-        us, first, cnt = np.unique(s_of, return_index=True, return_counts=True)
+        us, cnt = np.unique(s_of, return_counts=True)
         g0 = len(ptr) - 1
         group[row[us], j] = g0 + np.arange(len(us))
         hops[row[us], j] = dist[us]
