@@ -65,7 +65,7 @@ def test_every_byte_is_delivered_exactly_once(lb, receiver):
     if receiver == "ooo":
         assert c["naks"] == 0 and c["retx_bytes"] == 0
         # 245 frames per flow: every one arrives once (no retransmission, no duplicate)
-        assert int(s.net.RH[:2].sum()) == 2 * 245 and c["duplicate_bytes"] == 0
+        assert int(s.net.QI[:2, L.NQI:L.NQI + L.NRH].sum()) == 2 * 245 and c["duplicate_bytes"] == 0
 
 
 @pytest.mark.parametrize("receiver", RECEIVERS)
@@ -232,4 +232,4 @@ def test_bad_lb_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
 
 def test_layout_columns_do_not_overlap():
     assert L.Q_DSTI == L.Q_X1 + 1 and L.NQI == L.Q_OOODROP + 1
-    assert L.LB_MODE == L.DC_X2 + 1 and L.NCI == L.OOO_W + 1
+    assert L.LB_MODE == L.DC_X2 + 1 and L.NCI == L.QX_H + 1

@@ -69,11 +69,6 @@ from aifabric.sim.packet.layout import (
     F_WINB,
     FREE_,
     G_,
-    GA_,
-    GD_,
-    GP_,
-    GRR_,
-    GT_,
     HDR,
     HOST_PFC,
     HRXBUF,
@@ -96,17 +91,22 @@ from aifabric.sim.packet.layout import (
     K_TS,
     KF_,
     KI_,
+    LB_GA0,
     LB_GAP,
+    LB_GP0,
+    LB_GRR0,
+    LB_GT0,
     LB_MODE,
+    LB_ND,
     LB_SPRAY,
     LB_SPRAYM,
+    LBT_,
     LL_,
     MTU,
     NAK,
     NFREE,
     NIL,
     NOW,
-    NR_,
     NRH,
     NTC,
     NU_,
@@ -172,17 +172,18 @@ from aifabric.sim.packet.layout import (
     Q_TO,
     QF_,
     QI_,
-    QL_,
     QR_,
+    QX_H,
+    QX_QL,
+    QX_RB,
+    QX_RH,
     R_DONE,
     R_EMPTY,
     R_GROW,
     R_LIMIT,
     R_PY,
-    RB_,
     RET,
     RETX,
-    RH_,
     RNG_,
     RTO,
     RX_ON,
@@ -352,39 +353,40 @@ def lb_pick(S, q, rev, hop, node, now):
     when the switch has no group toward the destination or the group's paths are not as
     long as what is left of the route (a route of another policy): the frame keeps its
     hop count, so it reaches the destination after exactly the route's hops."""
-    CI, PI, QI, QR = S[CI_], S[PI_], S[QI_], S[QR_]
+    CI, PI, QI, QR, T = S[CI_], S[PI_], S[QI_], S[QR_], S[LBT_]
     rp = QR[q, rev, hop]
-    row = S[NR_][node]
+    row = T[node]
     d = QI[q, Q_DSTI + rev]
     if row < 0 or d < 0:
         return rp
-    g = S[GT_][row, d]
-    if g < 0 or S[GD_][row, d] != QI[q, Q_LEN] - hop:
+    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
+    g = T[at]
+    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
         return rp
-    GP, GA = S[GP_], S[GA_]
-    lo = GP[g]
-    n = GP[g + 1] - lo
+    gp = CI[LB_GP0] + g
+    lo = CI[LB_GA0] + T[gp]
+    n = T[gp + 1] - T[gp]
     if n == 1:
-        return GA[lo]
+        return T[lo]
     if CI[LB_MODE] == LB_SPRAYM:
         if CI[LB_SPRAY] != 0:  # round robin, per group
-            GRR = S[GRR_]
-            i = GRR[g]
-            GRR[g] = i + 1 if i + 1 < n else 0
-            return GA[lo + i]
+            r = CI[LB_GRR0] + g
+            i = T[r]
+            T[r] = i + 1 if i + 1 < n else 0
+            return T[lo + i]
         i = int(rand_lb(S[RNG_]) * n)
-        return GA[lo + (i if i < n else n - 1)]
+        return T[lo + (i if i < n else n - 1)]
     gap = CI[LB_GAP]
-    QL = S[QL_]
+    fl = CI[QX_QL] + 2 * (rev * CI[QX_H] + hop)  # flowlet state: last time, port
     if gap > 0:
-        lp = QL[q, rev, hop, 1]
-        if lp >= 0 and now - QL[q, rev, hop, 0] < gap and PI[lp, P_SRC] == node:
-            QL[q, rev, hop, 0] = now
+        lp = QI[q, fl + 1]
+        if lp >= 0 and now - QI[q, fl] < gap and PI[lp, P_SRC] == node:
+            QI[q, fl] = now
             return lp
     best = -1
     bq = 0
     for j in range(n):
-        p = GA[lo + j]
+        p = T[lo + j]
         qb = PI[p, P_QTOT]
         if best < 0 or qb < bq:
             best, bq = p, qb
@@ -393,13 +395,13 @@ def lb_pick(S, q, rev, hop, node, now):
     elif PI[rp, P_SRC] != node:
         h = (q * 2654435761 + hop * 40503) % n  # the flow's hash, off its route
         for j in range(n):
-            p = GA[lo + (h + j) % n]
+            p = T[lo + (h + j) % n]
             if PI[p, P_QTOT] == bq:
                 best = p
                 break
     if gap > 0:
-        QL[q, rev, hop, 0] = now
-        QL[q, rev, hop, 1] = best
+        QI[q, fl] = now
+        QI[q, fl + 1] = best
     return best
 
 
@@ -645,8 +647,9 @@ def reorder(S, q, d):
     expected one (0: in order): the QP's reorder histogram (exact below 16, then one
     bucket per power of two), its out-of-order count and largest distance."""
     QI = S[QI_]
+    h = S[CI_][QX_RH]
     if d <= 0:
-        S[RH_][q, 0] += 1
+        QI[q, h] += 1
         return
     QI[q, Q_OOOPK] += 1
     if d > QI[q, Q_RMAX]:
@@ -660,7 +663,7 @@ def reorder(S, q, d):
             b += 1
         if b >= NRH:
             b = NRH - 1
-    S[RH_][q, b] += 1
+    QI[q, h + b] += 1
 
 
 @njit(cache=True)
@@ -671,9 +674,10 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
     filled); a frame ahead is delivered into the bitmap (no NAK, no ACK), or discarded
     when it is more than the bitmap ahead; a duplicate is ACKed. Returns the QP whose
     last byte it delivered, or -1."""
-    G, CI, QI, RB = S[G_], S[CI_], S[QI_], S[RB_]
+    G, CI, QI = S[G_], S[CI_], S[QI_]
     mtu = CI[MTU]
     W = CI[OOO_W]
+    rb = CI[QX_RB]  # the bitmap: packet i -> bit i % 64 of column rb + i // 64
     size = QI[q, Q_SIZE]
     done = -1
     if seq == rcv:
@@ -682,9 +686,11 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
         filled = False
         while rcv < size:
             i = (rcv // mtu) % W
-            if RB[q, i] == 0:
+            c = rb + i // 64
+            m = np.int64(1) << (i % 64)
+            if QI[q, c] & m == 0:
                 break
-            RB[q, i] = 0
+            QI[q, c] &= ~m
             filled = True
             rcv += mtu if size - rcv > mtu else size - rcv
         QI[q, Q_RCVNXT] = rcv
@@ -702,10 +708,12 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
             QI[q, Q_OOODROP] += 1
         else:
             i = (seq // mtu) % W
-            if RB[q, i] != 0:
+            c = rb + i // 64
+            m = np.int64(1) << (i % 64)
+            if QI[q, c] & m != 0:
                 QI[q, Q_DUP] += pay
             else:
-                RB[q, i] = 1
+                QI[q, c] |= m
                 G[DELIV] += pay
     else:  # a duplicate of delivered bytes
         QI[q, Q_DUP] += pay
@@ -987,7 +995,7 @@ def run(S, limit, py_t, py_s):
                     G[COUNT] += n
                     return R_DONE
                 continue
-            if lb_on and S[NR_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
+            if lb_on and S[LBT_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
                 p = lb_pick(S, q, rev, hop, PI[inp, P_DST], t)
             else:
                 p = QR[q, rev, hop]

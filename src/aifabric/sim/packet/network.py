@@ -338,13 +338,10 @@ class Network:
         self.HT = np.zeros((4 * P + self.initial_heap, 5), dtype=np.int64)
         self.PQ = np.zeros((P, self.initial_port_qps), dtype=np.int64)
         self._alloc_packets(self.initial_frames)
-        self.QI = np.zeros((0, L.NQI), dtype=np.int64)
+        self.QI = np.zeros((0, self._qi_width(self.H)[0]), dtype=np.int64)
         self.QF = np.zeros((0, L.NQF), dtype=np.float64)
         self.QR = np.zeros((0, 2, self.H), dtype=np.int64)
         self.QINT = np.zeros((0, self.H if self.int_on else 1, 4), dtype=np.float64)
-        self.QL = np.zeros((0, 2, self.H if self.flowlets else 1, 2), dtype=np.int64)
-        self.RB = np.zeros((0, self.ooo_w if self.ooo else 1), dtype=np.int8)
-        self.RH = np.zeros((0, L.NRH), dtype=np.int64)
         self._grow_qps(self.initial_qps)
         self.qps: list[QP] = []
         self._pack()
@@ -473,6 +470,9 @@ class Network:
         ci[L.LB_GAP] = round(cfg.lb.flowlet_gap_ns * 1000)
         ci[L.RX_OOO] = self.ooo
         ci[L.OOO_W] = self.ooo_w
+        ci[L.LB_ND], ci[L.LB_GT0], ci[L.LB_GP0], ci[L.LB_GA0], ci[L.LB_GRR0] = self.lb_offsets
+        _, ci[L.QX_RB], ci[L.QX_QL], ci[L.QX_H] = self._qi_width(self.initial_hops)
+        ci[L.QX_RH] = L.NQI
         return ci
 
     def _float_settings(self, cfg: PacketConfig) -> np.ndarray:
@@ -536,12 +536,11 @@ class Network:
         self.ooo_w = cfg.nic.ooo_bitmap_packets
         i64 = np.int64
         self.lb_dest = np.full(n_nodes, -1, dtype=i64)  # destination node -> column
-        if self.lb_mode == L.LB_ECMP or lb is None:
-            self.lb_mode = L.LB_ECMP if lb is None else self.lb_mode
-            self.NR = np.full(n_nodes, -1, dtype=i64)
-            self.GT = self.GD = np.full((0, 0), -1, dtype=i64)
-            self.GP = np.zeros(1, dtype=i64)
-            self.GA = self.GRR = np.zeros(0, dtype=i64)
+        if lb is None:
+            self.lb_mode = L.LB_ECMP
+        if self.lb_mode == L.LB_ECMP:
+            self.LBT = np.full(n_nodes, -1, dtype=i64)
+            self.lb_offsets = (0, n_nodes, n_nodes, n_nodes, n_nodes)
             return
         arc_pid = np.full(int(self.PI[:, L.P_ARC].max()) + 1, -1, dtype=i64)
         arc_pid[self.PI[:, L.P_ARC]] = np.arange(len(self.PI))
@@ -550,13 +549,25 @@ class Network:
         if len(missing):
             raise ValueError(f"load-balancing member arc {int(missing[0])} has no port "
                              "(add the groups' arcs to used_arcs)")
-        self.NR = np.asarray(lb.node_row, dtype=i64)
-        self.GT = np.asarray(lb.group, dtype=i64)
-        self.GD = np.asarray(lb.hops, dtype=i64)
-        self.GP = np.asarray(lb.ptr, dtype=i64)
-        self.GA = arc_pid[ga]
-        self.GRR = np.zeros(max(len(self.GP) - 1, 0), dtype=i64)
-        self.lb_dest[np.asarray(lb.dests, dtype=i64)] = np.arange(len(lb.dests))
+        gt = np.stack([np.asarray(lb.group, dtype=i64), np.asarray(lb.hops, dtype=i64)],
+                      axis=-1).ravel()
+        gp = np.asarray(lb.ptr, dtype=i64)
+        parts = [np.asarray(lb.node_row, dtype=i64), gt, gp, arc_pid[ga],
+                 np.zeros(max(len(gp) - 1, 0), dtype=i64)]
+        off = np.cumsum([0] + [len(x) for x in parts])
+        self.LBT = np.concatenate(parts)
+        D = len(lb.dests)
+        self.lb_offsets = (D, int(off[1]), int(off[2]), int(off[3]), int(off[4]))
+        self.lb_dest[np.asarray(lb.dests, dtype=i64)] = np.arange(D)
+
+    def _qi_width(self, h: int) -> tuple[int, int, int, int]:
+        """Columns of QI with the QP's extra state (:mod:`layout`): the reorder histogram,
+        the out-of-order bitmap, the flowlet state of ``h`` hops; returns (width, bitmap
+        column, flowlet column, hops)."""
+        rb = L.NQI + L.NRH
+        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0)
+        hq = h if self.flowlets else 0
+        return ql + 4 * hq, rb, ql, hq
 
     def _alloc_packets(self, n: int) -> None:
         self.KI = np.zeros((n, L.NKI), dtype=np.int64)
@@ -589,17 +600,19 @@ class Network:
         qint = np.zeros((cap, self.H if self.int_on else 1, 4), dtype=np.float64)
         qint[:old, :self.QINT.shape[1]] = self.QINT
         self.QI, self.QF, self.QR, self.QINT = qi, qf, qr, qint
-        ql = np.zeros((cap, 2, self.H if self.flowlets else 1, 2), dtype=np.int64)
-        ql[:, :, :, 1] = -1
-        ql[:old, :, :self.QL.shape[2]] = self.QL
-        rb = np.zeros((cap, self.RB.shape[1]), dtype=np.int8)
-        rb[:old] = self.RB
-        rh = np.zeros((cap, L.NRH), dtype=np.int64)
-        rh[:old] = self.RH
-        self.QL, self.RB, self.RH = ql, rb, rh
 
     def _grow_hops(self, h: int) -> None:
+        old_h = self.H
         self.H = h
+        if self.flowlets:  # the flowlet state has a column pair per hop: lay it out again
+            w, _, ql, _ = self._qi_width(h)
+            qi = np.zeros((len(self.QI), w), dtype=np.int64)
+            qi[:, :ql] = self.QI[:, :ql]
+            st = qi[:, ql:].reshape(len(qi), 2, h, 2)
+            st[..., 1] = -1
+            st[:, :, :old_h] = self.QI[:, ql:].reshape(len(qi), 2, old_h, 2)
+            self.QI = qi
+            self.CI[L.QX_H] = h
         self._grow_qps(len(self.QI))
         if self.int_on:
             kf = np.zeros((len(self.KF), h, 4), dtype=np.float64)
@@ -609,8 +622,7 @@ class Network:
     def _pack(self) -> None:
         self.S = (self.G, self.CI, self.CF, self.HT, self.PI, self.PF, self.PT, self.PQ,
                   self.NU, self.LL, self.KI, self.KF, self.FREE, self.QI, self.QF, self.QR,
-                  self.QINT, self.RNG, self.NR, self.GT, self.GD, self.GP, self.GA, self.GRR,
-                  self.QL, self.RB, self.RH)
+                  self.QINT, self.RNG, self.LBT)
 
     def reserve(self) -> None:
         """Make room (heap, packet pool, QP lists of ports) for what the loop may add
@@ -701,6 +713,8 @@ class Network:
         qi[L.Q_PORT] = port.pid
         qi[L.Q_BRTT] = rtt
         qi[L.Q_LEN] = len(route)
+        if self.flowlets:  # no flowlet yet at any hop: no port
+            qi[int(self.CI[L.QX_QL]) + 1::2] = -1
         if route:
             qi[L.Q_DSTI] = self.lb_dest[qp.path[-1].dst]
             qi[L.Q_RDSTI] = self.lb_dest[qp.rpath[-1].dst] if qp.rpath else -1

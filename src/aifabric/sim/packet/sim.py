@@ -344,7 +344,8 @@ class PacketSim:
         sequence) is not an arrival of the distribution."""
         net = self.net
         n = len(net.qps)
-        QI, RH = net.QI[:n], net.RH[:n]
+        QI = net.QI[:n]
+        RH = QI[:, L.NQI:L.NQI + L.NRH]
         edge = np.array([b if b < 16 else 1 << (b - 12) for b in range(L.NRH)], dtype=np.int64)
         tot = RH.sum(axis=1)
         cum = np.cumsum(RH, axis=1)
@@ -361,7 +362,7 @@ class PacketSim:
         (packets; p50/p99 as in :meth:`reorder`), NAKs and retransmitted bytes."""
         net = self.net
         n = len(net.qps)
-        h = net.RH[:n].sum(axis=0)
+        h = net.QI[:n, L.NQI:L.NQI + L.NRH].sum(axis=0)
         tot = int(h.sum())
         edge = [b if b < 16 else 1 << (b - 12) for b in range(L.NRH)]
         cum = np.cumsum(h)
