@@ -14,7 +14,10 @@ Besides the speed it prints the flows' slowdowns (:meth:`PacketSim.fct`: FCT aga
 the same flow alone on its path) p50/p90/p99, with the NIC window (``--window``) and the
 path of the ACKs (``--ack-path``) as options: ``hashed`` gives each flow's ACKs a return
 route of their own random ECMP choice (a separate random stream: the data routes stay
-the same), ``reverse`` the data route reversed. ``--hosts N`` sizes the tree to at least
+the same), ``reverse`` the data route reversed. ``--lb spray|adaptive`` balances per
+packet at every switch over all shortest paths (``packet.lb``), ``--receiver ooo``
+accepts packets out of order (``packet.nic.receiver``); the reorder line says what it
+cost. ``--hosts N`` sizes the tree to at least
 N hosts with more pods of the same design (ceil(N / 64) pods: 1,024 hosts in 16 pods,
 4,096 in 64; still non-blocking, the cores get one port per pod); ``--hosts-per-tor``
 makes the ToRs larger instead (oversubscribed above 16: 52 gives 1,040 hosts at 3.25:1).
@@ -22,7 +25,8 @@ makes the ToRs larger instead (oversubscribed above 16: 52 gives 1,040 hosts at 
     python benchmarks/bench_packet.py [--cc dcqcn|hpcc] [--hosts-per-tor 16] [--hosts N]
                                       [--mb 2] [--ack-interval 1] [--window none|bdp|BYTES]
                                       [--ack-path hashed|reverse] [--cold] [--progress]
-                                      [--limit-s 900]
+                                      [--limit-s 900] [--lb ecmp|spray|adaptive]
+                                      [--receiver go_back_n|ooo]
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ def build(hosts_per_tor: int, seed: int = 1, ack_path: str = "reverse", pods: in
 
 def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int,
          progress: bool = False, window: str = "none", ack_path: str = "hashed",
-         pods: int = 5) -> dict:
+         pods: int = 5, lb: str = "ecmp", receiver: str = "go_back_n") -> dict:
     import numpy as np
 
     t0 = time.perf_counter()
@@ -94,7 +98,9 @@ def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int,
                                        "nic": {"mtu_payload_bytes": 1000,
                                                "ack_interval_packets": ack_interval,
                                                "window": int(window) if window.isdigit()
-                                               else window, "ack_path": ack_path},
+                                               else window, "ack_path": ack_path,
+                                               "receiver": receiver},
+                                       "lb": {"mode": lb},
                                        "sample_us": 50, "deadlock_check_us": 200})
     sim = topo.sim(cfg)
     for r, b in zip(routes, backs, strict=True):
@@ -114,7 +120,8 @@ def _run(cc: str, hosts_per_tor: int, mb: float, ack_interval: int,
             "slowdown_max": float(sd.max()) if len(sd) else float("nan"),
             "fct_p99_us": float(np.nanpercentile(f["fct_ns"], 99)) / 1e3
             if len(sd) else float("nan"),
-            "hosts": sum(topo.is_host)}
+            "hosts": sum(topo.is_host),
+            "reorder": sim.reorder_summary()}
 
 
 def main() -> None:
@@ -128,6 +135,11 @@ def main() -> None:
     ap.add_argument("--ack-path", default="hashed", choices=("hashed", "reverse"),
                     help="ACKs on their own random ECMP route, or the data route reversed")
     ap.add_argument("--mb", type=float, default=2.0)
+    ap.add_argument("--lb", default="ecmp", choices=("ecmp", "spray", "adaptive"),
+                    help="packet.lb.mode: each flow on its route, or per packet at every "
+                    "switch")
+    ap.add_argument("--receiver", default="go_back_n", choices=("go_back_n", "ooo"),
+                    help="packet.nic.receiver")
     ap.add_argument("--ack-interval", type=int, default=1, help="ACK every n packets")
     ap.add_argument("--cold", action="store_true", help="compile the event loop afresh "
                     "(a machine's first run)")
@@ -143,8 +155,8 @@ def main() -> None:
         if args.cold:  # the child (spawned) inherits it
             os.environ["NUMBA_CACHE_DIR"] = cache
         c = run_isolated(_run, args.cc, hpt, args.mb, args.ack_interval,
-                         args.progress, args.window, args.ack_path, pods,
-                         timeout_s=args.limit_s)
+                         args.progress, args.window, args.ack_path, pods, args.lb,
+                         args.receiver, timeout_s=args.limit_s)
     if c is None:
         print(f"ran past {args.limit_s:g} s: target (< 60 s) NOT MET")
         return
@@ -159,6 +171,11 @@ def main() -> None:
     print(f"slowdown (FCT / the flow alone on its path) p50 {c['slowdown_p50']:.2f}  "
           f"p90 {c['slowdown_p90']:.2f}  p99 {c['slowdown_p99']:.2f}  (max "
           f"{c['slowdown_max']:.2f}); FCT p99 {c['fct_p99_us']:.1f} us")
+    ro = c["reorder"]
+    print(f"lb {args.lb}, receiver {args.receiver}: out of order {ro['ooo_share']:.1%} of "
+          f"data arrivals, distance p99 {ro['distance_p99_packets']} / max "
+          f"{ro['distance_max_packets']} packets; NAKs {ro['naks']:,}, retransmitted "
+          f"{ro['retx_bytes'] / 1e6:.1f} MB")
     print(f"build {c['build_s']:.2f} s, run {c['run_s']:.2f} s "
           f"({c['events'] / c['run_s'] / 1e6:.2f} M events/s), peak RSS {c['peak_mb']:.0f} MB")
     total = c["build_s"] + c["run_s"]

@@ -29,9 +29,9 @@ Size = Annotated[int, BeforeValidator(size_value)]
 OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
-           "EcnProfile", "HostPfcConfig", "HpccParams", "NicConfig", "PacketConfig", "PfcConfig",
-           "SwitchConfig", "TimelyParams", "deployed_packet_settings", "effective_packet_config",
-           "packet_config_from_dict"]
+           "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "PacketConfig",
+           "PfcConfig", "SwitchConfig", "TimelyParams", "deployed_packet_settings",
+           "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
 #: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)
@@ -229,6 +229,16 @@ class NicConfig(_Strict):
         "data out of the NIC's receive buffer (PCIe, memory), Gbit/s of payload; none: as "
         "fast as frames arrive (no receive buffer modelled, no cost)")
     host_pfc: HostPfcConfig = HostPfcConfig()
+    receiver: Literal["go_back_n", "ooo"] = Field(
+        default="go_back_n", description="what the receiving NIC does with a packet ahead "
+        "of the next expected one: go_back_n = discard it and NAK once per gap (a RoCE NIC "
+        "such as a plain ConnectX: the sender goes back to the NAK's sequence); ooo = "
+        "accept it into an out-of-order bitmap and ACK cumulatively when the holes fill "
+        "(UEC RUD; RDMA with out-of-order placement, as Spectrum-X SuperNICs do)")
+    ooo_bitmap_packets: int = Field(
+        default=1024, ge=1, le=1 << 16, description="receiver: ooo only: how many packets "
+        "ahead of the next expected one the bitmap tracks; a packet further ahead is "
+        "discarded (counted) and comes again after the retransmission timeout")
 
     @model_validator(mode="after")
     def _check(self) -> NicConfig:
@@ -356,6 +366,30 @@ class CcConfig(_Strict):
     dctcp: DctcpParams = DctcpParams()
 
 
+class LbConfig(_Strict):
+    """Per-packet load balancing at every switch (``packet.lb``), over the ECMP next hops
+    of the packet's destination at that switch (the fabric's forwarding tables). The
+    vocabulary is ``routing.policy``'s: ``spray`` and ``adaptive`` are the packet-level
+    counterparts of the flow model's fluid split and least-loaded placement."""
+
+    mode: Literal["ecmp", "spray", "adaptive"] | None = Field(
+        default=None, description="ecmp = every packet of a flow follows the flow's route "
+        "(the routing policy's choice, as today); spray = each packet picks a next hop at "
+        "every switch (see spray); adaptive = each packet (or flowlet, flowlet_gap_ns) "
+        "takes the next hop whose egress queue holds the fewest bytes, ties to the flow's "
+        "hash (its ECMP route); default: routing.policy's counterpart (spray -> spray, "
+        "adaptive -> adaptive, others -> ecmp)")
+    spray: Literal["random", "round_robin"] = Field(
+        default="random", description="spray: random = uniform per packet (seeded); "
+        "round_robin = each switch's group takes its members in turn")
+    flowlet_gap_ns: float = Field(
+        default=0.0, ge=0, le=1e9, description="adaptive: a flow keeps its choice at a "
+        "switch while its packets there are less than this apart (a flowlet, Broadcom "
+        "DLB / CONGA); 0: every packet chooses")
+    seed: int | None = Field(default=None, ge=0, le=(1 << 64) - 1, description="seed of "
+                             "random spraying; default: packet.seed")
+
+
 class PacketConfig(_Strict):
     """The ``packet:`` section of a scenario."""
 
@@ -365,6 +399,7 @@ class PacketConfig(_Strict):
     switch: SwitchConfig = SwitchConfig()
     nic: NicConfig = NicConfig()
     cc: CcConfig = CcConfig()
+    lb: LbConfig = LbConfig()
     sample_us: float = Field(default=10.0, ge=1, le=1_000_000,
                              description="time-series interval")
     until_ms: float = Field(default=1000.0, gt=0, le=60_000, description="stop after this "

@@ -91,15 +91,27 @@ from aifabric.sim.packet.layout import (
     K_TS,
     KF_,
     KI_,
+    LB_GA0,
+    LB_GAP,
+    LB_GP0,
+    LB_GRR0,
+    LB_GT0,
+    LB_MODE,
+    LB_ND,
+    LB_SPRAY,
+    LB_SPRAYM,
+    LBT_,
     LL_,
     MTU,
     NAK,
     NFREE,
     NIL,
     NOW,
+    NRH,
     NTC,
     NU_,
     ONE,
+    OOO_W,
     OVH,
     P_BUSY,
     P_DROPS,
@@ -132,6 +144,7 @@ from aifabric.sim.packet.layout import (
     Q_ACKEDAT,
     Q_CNPS,
     Q_DONE,
+    Q_DSTI,
     Q_DUP,
     Q_FIRSTTX,
     Q_HIGH,
@@ -143,10 +156,13 @@ from aifabric.sim.packet.layout import (
     Q_NAKS,
     Q_NAKSENT,
     Q_NEXTAV,
+    Q_OOODROP,
+    Q_OOOPK,
     Q_PORT,
     Q_PSA,
     Q_RCVNXT,
     Q_RETX,
+    Q_RMAX,
     Q_RTOARMED,
     Q_SIZE,
     Q_SNDNXT,
@@ -157,6 +173,10 @@ from aifabric.sim.packet.layout import (
     QF_,
     QI_,
     QR_,
+    QX_H,
+    QX_QL,
+    QX_RB,
+    QX_RH,
     R_DONE,
     R_EMPTY,
     R_GROW,
@@ -167,6 +187,7 @@ from aifabric.sim.packet.layout import (
     RNG_,
     RTO,
     RX_ON,
+    RX_OOO,
     RX_PPB,
     SENTPFC,
     T_DROPS,
@@ -288,6 +309,8 @@ def stamp(S, p, k, now, qbytes):
     """HPCC in-band telemetry: (B, bytes sent, time, queue) of egress ``p``."""
     KI, KF = S[KI_], S[KF_]
     n = KI[k, K_NINT]
+    if n >= KF.shape[1]:  # (a sprayed frame on a longer path than its route: no room)
+        return
     KF[k, n, 0] = S[PF_][p, P_GBPS]
     KF[k, n, 1] = S[PI_][p, P_TXB]
     KF[k, n, 2] = now
@@ -305,6 +328,81 @@ def rand01(RNG):
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     z = z ^ (z >> np.uint64(31))
     return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True)
+def rand_lb(RNG):
+    """splitmix64 on the spraying stream (``RNG[1]``) -> a float in [0, 1): apart from
+    the ECN marking stream, so spraying does not move WRED's draws."""
+    x = RNG[1] + np.uint64(0x9E3779B97F4A7C15)
+    RNG[1] = x
+    z = x
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True)
+def lb_pick(S, q, rev, hop, node, now):
+    """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``) on
+    its ``hop``-th arc, under per-packet load balancing (``packet.lb``): a member of the
+    ECMP group of ``node`` toward the frame's destination, by spray (random or round
+    robin) or adaptive (the member with the fewest queued bytes; ties: the flow's route,
+    then the flow's hash; per flowlet when ``flowlet_gap_ns`` > 0). The route's own port
+    when the switch has no group toward the destination or the group's paths are not as
+    long as what is left of the route (a route of another policy): the frame keeps its
+    hop count, so it reaches the destination after exactly the route's hops."""
+    CI, PI, QI, QR, T = S[CI_], S[PI_], S[QI_], S[QR_], S[LBT_]
+    rp = QR[q, rev, hop]
+    row = T[node]
+    d = QI[q, Q_DSTI + rev]
+    if row < 0 or d < 0:
+        return rp
+    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
+    g = T[at]
+    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
+        return rp
+    gp = CI[LB_GP0] + g
+    lo = CI[LB_GA0] + T[gp]
+    n = T[gp + 1] - T[gp]
+    if n == 1:
+        return T[lo]
+    if CI[LB_MODE] == LB_SPRAYM:
+        if CI[LB_SPRAY] != 0:  # round robin, per group
+            r = CI[LB_GRR0] + g
+            i = T[r]
+            T[r] = i + 1 if i + 1 < n else 0
+            return T[lo + i]
+        i = int(rand_lb(S[RNG_]) * n)
+        return T[lo + (i if i < n else n - 1)]
+    gap = CI[LB_GAP]
+    fl = CI[QX_QL] + 2 * (rev * CI[QX_H] + hop)  # flowlet state: last time, port
+    if gap > 0:
+        lp = QI[q, fl + 1]
+        if lp >= 0 and now - QI[q, fl] < gap and PI[lp, P_SRC] == node:
+            QI[q, fl] = now
+            return lp
+    best = -1
+    bq = 0
+    for j in range(n):
+        p = T[lo + j]
+        qb = PI[p, P_QTOT]
+        if best < 0 or qb < bq:
+            best, bq = p, qb
+    if PI[rp, P_SRC] == node and PI[rp, P_QTOT] == bq:
+        best = rp  # a tie: the flow's hash (its ECMP route) decides
+    elif PI[rp, P_SRC] != node:
+        h = (q * 2654435761 + hop * 40503) % n  # the flow's hash, off its route
+        for j in range(n):
+            p = T[lo + (h + j) % n]
+            if PI[p, P_QTOT] == bq:
+                best = p
+                break
+    if gap > 0:
+        QI[q, fl] = now
+        QI[q, fl + 1] = best
+    return best
 
 
 @njit(cache=True)
@@ -544,6 +642,86 @@ def reply(S, q, kind, seq, tc, data):
 
 
 @njit(cache=True)
+def reorder(S, q, d):
+    """A data frame of QP ``q`` reaches its receiver ``d`` packets ahead of the next
+    expected one (0: in order): the QP's reorder histogram (exact below 16, then one
+    bucket per power of two), its out-of-order count and largest distance."""
+    QI = S[QI_]
+    h = S[CI_][QX_RH]
+    if d <= 0:
+        QI[q, h] += 1
+        return
+    QI[q, Q_OOOPK] += 1
+    if d > QI[q, Q_RMAX]:
+        QI[q, Q_RMAX] = d
+    b = d
+    if d >= 16:
+        b = 12
+        x = d
+        while x >= 2:
+            x >>= 1
+            b += 1
+        if b >= NRH:
+            b = NRH - 1
+    QI[q, h + b] += 1
+
+
+@njit(cache=True)
+def ooo_receive(S, q, k, seq, rcv, pay, now):
+    """The out-of-order receiver (``nic.receiver: ooo``, UEC RUD): a frame at the next
+    expected sequence is delivered and so are the frames the bitmap holds right behind
+    it, then a cumulative ACK (every ``ack_interval_packets`` frames, and whenever holes
+    filled); a frame ahead is delivered into the bitmap (no NAK, no ACK), or discarded
+    when it is more than the bitmap ahead; a duplicate is ACKed. Returns the QP whose
+    last byte it delivered, or -1."""
+    G, CI, QI = S[G_], S[CI_], S[QI_]
+    mtu = CI[MTU]
+    W = CI[OOO_W]
+    rb = CI[QX_RB]  # the bitmap: packet i -> bit i % 64 of column rb + i // 64
+    size = QI[q, Q_SIZE]
+    done = -1
+    if seq == rcv:
+        rcv += pay
+        G[DELIV] += pay
+        filled = False
+        while rcv < size:
+            i = (rcv // mtu) % W
+            c = rb + i // 64
+            m = np.int64(1) << (i % 64)
+            if QI[q, c] & m == 0:
+                break
+            QI[q, c] &= ~m
+            filled = True
+            rcv += mtu if size - rcv > mtu else size - rcv
+        QI[q, Q_RCVNXT] = rcv
+        QI[q, Q_PSA] += 1
+        last = rcv >= size
+        if last and QI[q, Q_DONE] < 0:
+            QI[q, Q_DONE] = now
+            done = q
+        if last or filled or QI[q, Q_PSA] >= CI[ACKINT]:
+            QI[q, Q_PSA] = 0
+            reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+            QI[q, Q_MSA] = 0
+    elif seq > rcv:
+        if (seq - rcv) // mtu >= W:
+            QI[q, Q_OOODROP] += 1
+        else:
+            i = (seq // mtu) % W
+            c = rb + i // 64
+            m = np.int64(1) << (i % 64)
+            if QI[q, c] & m != 0:
+                QI[q, Q_DUP] += pay
+            else:
+                QI[q, c] |= m
+                G[DELIV] += pay
+    else:  # a duplicate of delivered bytes
+        QI[q, Q_DUP] += pay
+        reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+    return done
+
+
+@njit(cache=True)
 def host_receive(S, k):
     """A NIC receives frame ``k``; returns the QP whose last byte it delivered, or -1."""
     G, CI, KI, QI = S[G_], S[CI_], S[KI_], S[QI_]
@@ -560,7 +738,11 @@ def host_receive(S, k):
         seq = KI[k, K_SEQ]
         rcv = QI[q, Q_RCVNXT]
         pay = KI[k, K_PAY]
-        if seq == rcv:
+        if seq >= rcv:
+            reorder(S, q, (seq - rcv) // CI[MTU])
+        if CI[RX_OOO] != 0:
+            done = ooo_receive(S, q, k, seq, rcv, pay, now)
+        elif seq == rcv:
             rcv += pay
             QI[q, Q_RCVNXT] = rcv
             G[DELIV] += pay
@@ -757,6 +939,7 @@ def run(S, limit, py_t, py_s):
     alpha = CF[ALPHA]
     ntc = CI[NTC]
     rx_on = CI[RX_ON] != 0
+    lb_on = CI[LB_MODE] != 0
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -812,7 +995,10 @@ def run(S, limit, py_t, py_s):
                     G[COUNT] += n
                     return R_DONE
                 continue
-            p = QR[q, rev, hop]
+            if lb_on and S[LBT_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
+                p = lb_pick(S, q, rev, hop, PI[inp, P_DST], t)
+            else:
+                p = QR[q, rev, hop]
             tc = KI[k, K_TC]
             size = KI[k, K_SIZE]
             if PI[p, P_HOST] != 0:  # a NIC forwarding (not used by routes from the router)

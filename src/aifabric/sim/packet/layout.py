@@ -17,8 +17,9 @@ serializer is free). The arrays travel together as one tuple ``S`` in the order 
   its headroom pool and the bytes held (all, in headroom); ``LL`` lossless classes;
 - ``KI``/``KF`` the frame pool (``KF``: HPCC telemetry per hop), ``FREE`` its free rows;
 - ``QI``/``QF`` QPs (sender, receiver and congestion-control state), ``QR`` their routes
-  as port rows (forward, reverse), ``QINT`` HPCC's last telemetry; ``RNG`` the ECN
-  marking generator's state.
+  as port rows (forward, reverse), ``QINT`` HPCC's last telemetry; ``RNG`` the random
+  generators' states (ECN marking, spraying);
+- ``LBT`` per-packet load balancing's tables (below).
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ NG = 10
 (WIN_SCALE, HOST_PFC, HXOFF, HXON, HRXBUF, ECN_DEQ, RX_ON, WIN_ON) = range(28, 36)
 # DCQCN as NVIDIA documents it (item 5): clamp after a timer increase, spare slots
 (DC_CLAMPTI, DC_X0, DC_X1, DC_X2) = range(36, 40)
-NCI = 40
+# per-packet load balancing at the switches (packet.lb) and the receiver (nic.receiver):
+# mode (0 ecmp, 1 spray, 2 adaptive), spray kind (0 random, 1 round robin), flowlet gap
+# (ps, 0: per packet), out-of-order receiver on, its bitmap (packets)
+(LB_MODE, LB_SPRAY, LB_GAP, RX_OOO, OOO_W) = range(40, 45)
+# where the tables live in LBT (destinations, then the offsets of GT, GP, GA, GRR) and the
+# QP's extra columns in QI (reorder histogram, bitmap, flowlet state; the hops it holds)
+(LB_ND, LB_GT0, LB_GP0, LB_GA0, LB_GRR0, QX_RH, QX_RB, QX_QL, QX_H) = range(45, 54)
+NCI = 54
+LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 # ---------------------------------------------------------------------- CF: float settings
 (ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
  TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
@@ -82,7 +91,18 @@ NKI = 14
 # first data byte on the wire (issue 12 item 7); congestion control's extra columns;
 # NIC spare columns
 (Q_FIRSTTX, Q_I8, Q_I9, Q_X0, Q_X1) = range(33, 38)
-NQI = 38
+# the destination's row in the load-balancing tables, data then return direction (-1:
+# follow the route); out-of-order arrivals (packets ahead of the expected sequence),
+# the largest distance ahead (packets), packets refused beyond the out-of-order bitmap
+(Q_DSTI, Q_RDSTI, Q_OOOPK, Q_RMAX, Q_OOODROP) = range(38, 43)
+NQI = 43
+#: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
+#: power of two (16..31, 32..63, ...), the last open
+NRH = 32
+# after column NQI of QI: the reorder histogram (NRH columns from CI[QX_RH]); with
+# nic.receiver ooo the out-of-order bitmap (one bit per packet ahead, 64 per column, from
+# CI[QX_RB]); with lb flowlets the flowlet state per (direction, hop): last time, port
+# (from CI[QX_QL], CI[QX_H] hops)
 F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)
 # the QP's fixed window (bytes; issue 12 item 1); congestion control's extra; spare
 F_WINB, F_5, F_6, F_X0 = range(8, 12)
@@ -100,8 +120,14 @@ PAUSE_FRAME_BYTES = 64 + 20
 R_LIMIT, R_EMPTY, R_PY, R_DONE, R_GROW = range(5)
 
 STATE = ("G", "CI", "CF", "HT", "PI", "PF", "PT", "PQ", "NU", "LL", "KI", "KF", "FREE", "QI",
-         "QF", "QR", "QINT", "RNG")
+         "QF", "QR", "QINT", "RNG", "LBT")
 # positions in S
 (G_, CI_, CF_, HT_, PI_, PF_, PT_, PQ_, NU_, LL_, KI_, KF_, FREE_, QI_, QF_, QR_, QINT_,
  RNG_) = range(18)
+# load balancing (packet.lb), one flat int64 array LBT (one array: every array of S is
+# passed to every compiled call): from 0 the switch row of each node (-1: not a switch);
+# from CI[LB_GT0] per (switch row, destination row) the ECMP group toward it and the hops
+# left from there (-1: none); from CI[LB_GP0]/CI[LB_GA0] the groups' members (CSR of port
+# rows); from CI[LB_GRR0] each group's round-robin position
+LBT_ = 18
 NEVER = 1 << 62

@@ -251,7 +251,9 @@ class Network:
 
     ``arc_src``/``arc_dst``/``arc_gbps``/``arc_delay_ns`` describe every arc (2l, 2l+1 =
     link l up, down); ``is_host[n]`` marks NIC nodes (the rest are switches). Only arcs in
-    ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside).
+    ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside; with
+    ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`, per-packet load balancing) every
+    member arc of its groups too).
 
     The arrays start at the sizes below and double when the run needs more.
     """
@@ -266,7 +268,7 @@ class Network:
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
                  used_arcs: Sequence[int], node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: Any = None) -> None:
         K = _kernel()
         #: node names for messages (default: n<index>)
         self.node_names = list(node_names) if node_names is not None else \
@@ -323,17 +325,20 @@ class Network:
         self._buffers(cfg, buffers, n_nodes, max_frame)
         if nic.rx_gbps is not None:
             self._rx_setup(nic, max_frame)
+        self._lb_tables(cfg, lb, n_nodes)
         self.G = np.zeros(L.NG, dtype=np.int64)
         self.CI = self._int_settings(cfg, tcs)
         self.CF = self._float_settings(cfg)
         _transports().set_params(self.cc_name, self.CI, self.CF, cfg.cc)
         self.LL = np.array(self.lossless, dtype=np.int64)
-        self.RNG = np.array([cfg.seed & ((1 << 64) - 1)], dtype=np.uint64)
+        lb_seed = cfg.seed if cfg.lb.seed is None else cfg.lb.seed
+        self.RNG = np.array([cfg.seed & ((1 << 64) - 1),
+                             (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1)], dtype=np.uint64)
         self.H = self.initial_hops  # the longest route the arrays hold
         self.HT = np.zeros((4 * P + self.initial_heap, 5), dtype=np.int64)
         self.PQ = np.zeros((P, self.initial_port_qps), dtype=np.int64)
         self._alloc_packets(self.initial_frames)
-        self.QI = np.zeros((0, L.NQI), dtype=np.int64)
+        self.QI = np.zeros((0, self._qi_width(self.H)[0]), dtype=np.int64)
         self.QF = np.zeros((0, L.NQF), dtype=np.float64)
         self.QR = np.zeros((0, 2, self.H), dtype=np.int64)
         self.QINT = np.zeros((0, self.H if self.int_on else 1, 4), dtype=np.float64)
@@ -460,6 +465,14 @@ class Network:
         ci[L.HRXBUF] = nic.host_pfc.rx_buffer_bytes
         for i, tc in enumerate(tcs):
             ci[L.TC0 + i] = tc
+        ci[L.LB_MODE] = self.lb_mode
+        ci[L.LB_SPRAY] = cfg.lb.spray == "round_robin"
+        ci[L.LB_GAP] = round(cfg.lb.flowlet_gap_ns * 1000)
+        ci[L.RX_OOO] = self.ooo
+        ci[L.OOO_W] = self.ooo_w
+        ci[L.LB_ND], ci[L.LB_GT0], ci[L.LB_GP0], ci[L.LB_GA0], ci[L.LB_GRR0] = self.lb_offsets
+        _, ci[L.QX_RB], ci[L.QX_QL], ci[L.QX_H] = self._qi_width(self.initial_hops)
+        ci[L.QX_RH] = L.NQI
         return ci
 
     def _float_settings(self, cfg: PacketConfig) -> np.ndarray:
@@ -511,6 +524,51 @@ class Network:
         NU[:, L.U_HXON] = hp.xon_bytes if hp.xon_bytes is not None else \
             np.maximum(xoff - max_frame, 0)
 
+    def _lb_tables(self, cfg: PacketConfig, lb: Any, n_nodes: int) -> None:
+        """Per-packet load balancing (``packet.lb``) and the receiver's bitmap: the
+        groups of ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`; arcs as port rows,
+        every member arc must have a port) into the kernel's arrays."""
+        mode = cfg.lb.mode or "ecmp"
+        self.lb_mode = {"ecmp": L.LB_ECMP, "spray": L.LB_SPRAYM,
+                        "adaptive": L.LB_ADAPTIVE}[mode]
+        self.flowlets = mode == "adaptive" and cfg.lb.flowlet_gap_ns > 0
+        self.ooo = cfg.nic.receiver == "ooo"
+        self.ooo_w = cfg.nic.ooo_bitmap_packets
+        i64 = np.int64
+        self.lb_dest = np.full(n_nodes, -1, dtype=i64)  # destination node -> column
+        if lb is None:
+            self.lb_mode = L.LB_ECMP
+        if self.lb_mode == L.LB_ECMP:
+            self.LBT = np.full(n_nodes, -1, dtype=i64)
+            self.lb_offsets = (0, n_nodes, n_nodes, n_nodes, n_nodes)
+            return
+        arc_pid = np.full(int(self.PI[:, L.P_ARC].max()) + 1, -1, dtype=i64)
+        arc_pid[self.PI[:, L.P_ARC]] = np.arange(len(self.PI))
+        ga = np.asarray(lb.arcs, dtype=i64)
+        missing = ga[(ga >= len(arc_pid)) | (arc_pid[np.minimum(ga, len(arc_pid) - 1)] < 0)]
+        if len(missing):
+            raise ValueError(f"load-balancing member arc {int(missing[0])} has no port "
+                             "(add the groups' arcs to used_arcs)")
+        gt = np.stack([np.asarray(lb.group, dtype=i64), np.asarray(lb.hops, dtype=i64)],
+                      axis=-1).ravel()
+        gp = np.asarray(lb.ptr, dtype=i64)
+        parts = [np.asarray(lb.node_row, dtype=i64), gt, gp, arc_pid[ga],
+                 np.zeros(max(len(gp) - 1, 0), dtype=i64)]
+        off = np.cumsum([0] + [len(x) for x in parts])
+        self.LBT = np.concatenate(parts)
+        D = len(lb.dests)
+        self.lb_offsets = (D, int(off[1]), int(off[2]), int(off[3]), int(off[4]))
+        self.lb_dest[np.asarray(lb.dests, dtype=i64)] = np.arange(D)
+
+    def _qi_width(self, h: int) -> tuple[int, int, int, int]:
+        """Columns of QI with the QP's extra state (:mod:`layout`): the reorder histogram,
+        the out-of-order bitmap, the flowlet state of ``h`` hops; returns (width, bitmap
+        column, flowlet column, hops)."""
+        rb = L.NQI + L.NRH
+        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0)
+        hq = h if self.flowlets else 0
+        return ql + 4 * hq, rb, ql, hq
+
     def _alloc_packets(self, n: int) -> None:
         self.KI = np.zeros((n, L.NKI), dtype=np.int64)
         self.KF = np.zeros((n, self.H if self.int_on else 1, 4), dtype=np.float64)
@@ -544,7 +602,17 @@ class Network:
         self.QI, self.QF, self.QR, self.QINT = qi, qf, qr, qint
 
     def _grow_hops(self, h: int) -> None:
+        old_h = self.H
         self.H = h
+        if self.flowlets:  # the flowlet state has a column pair per hop: lay it out again
+            w, _, ql, _ = self._qi_width(h)
+            qi = np.zeros((len(self.QI), w), dtype=np.int64)
+            qi[:, :ql] = self.QI[:, :ql]
+            st = qi[:, ql:].reshape(len(qi), 2, h, 2)
+            st[..., 1] = -1
+            st[:, :, :old_h] = self.QI[:, ql:].reshape(len(qi), 2, old_h, 2)
+            self.QI = qi
+            self.CI[L.QX_H] = h
         self._grow_qps(len(self.QI))
         if self.int_on:
             kf = np.zeros((len(self.KF), h, 4), dtype=np.float64)
@@ -554,7 +622,7 @@ class Network:
     def _pack(self) -> None:
         self.S = (self.G, self.CI, self.CF, self.HT, self.PI, self.PF, self.PT, self.PQ,
                   self.NU, self.LL, self.KI, self.KF, self.FREE, self.QI, self.QF, self.QR,
-                  self.QINT, self.RNG)
+                  self.QINT, self.RNG, self.LBT)
 
     def reserve(self) -> None:
         """Make room (heap, packet pool, QP lists of ports) for what the loop may add
@@ -645,6 +713,13 @@ class Network:
         qi[L.Q_PORT] = port.pid
         qi[L.Q_BRTT] = rtt
         qi[L.Q_LEN] = len(route)
+        if self.flowlets:  # no flowlet yet at any hop: no port
+            qi[int(self.CI[L.QX_QL]) + 1::2] = -1
+        if route:
+            qi[L.Q_DSTI] = self.lb_dest[qp.path[-1].dst]
+            qi[L.Q_RDSTI] = self.lb_dest[qp.rpath[-1].dst] if qp.rpath else -1
+        else:
+            qi[L.Q_DSTI] = qi[L.Q_RDSTI] = -1
         self.QR[q, 0, :len(route)] = [p.pid for p in qp.path]
         self.QR[q, 1, :len(route)] = [p.pid for p in qp.rpath]
         qf[L.F_LINE] = qp.line_bps

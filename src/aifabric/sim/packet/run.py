@@ -28,7 +28,7 @@ from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
 __all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "ack_routes", "estimate_events", "flow_routes",
-           "route_hops", "run_packet"]
+           "lb_config", "route_hops", "run_packet"]
 
 #: events per data frame and (hop + 1), measured on incasts and permutations (1.28-1.41):
 #: an arrival per hop, a transmission-done per busy port, the NIC's own
@@ -288,7 +288,8 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     routes = flow_routes(f, paths)
     backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
                                                  failures=failures, seed=seed, pinned=pinned)
-    sim = _make_sim(f, cfg, routes, rev_routes)
+    cfg = lb_config(cfg, routing if routing is not None else f.spec.routing)
+    sim = _make_sim(f, cfg, routes, rev_routes, failures)
     if events_progress is not None:
         total = int(est["events"])
         events_progress(0, total)
@@ -330,20 +331,42 @@ def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
     return backs, rev_routes, ack_info
 
 
+def lb_config(cfg: PacketConfig, routing: Any) -> PacketConfig:
+    """``cfg`` with ``packet.lb.mode`` resolved: when unset, the routing policy's
+    packet-level counterpart (``spray`` -> spray, ``adaptive`` -> adaptive, any other ->
+    ecmp: each flow on its route)."""
+    if cfg.lb.mode is not None:
+        return cfg
+    pol = getattr(routing, "policy", "ecmp")
+    mode = pol if pol in ("spray", "adaptive") else "ecmp"
+    return cfg.model_copy(update={"lb": cfg.lb.model_copy(update={"mode": mode})})
+
+
 def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
-              rev_routes: list[tuple[int, ...]]) -> PacketSim:
+              rev_routes: list[tuple[int, ...]], failures: Any = None) -> PacketSim:
     """The packet simulator of ``f`` with ports on the arcs of the routes and the
-    switches' buffers of :func:`switch_buffers`."""
+    switches' buffers of :func:`switch_buffers`; with ``packet.lb`` spray or adaptive,
+    the Fabric's ECMP groups toward every destination of the routes (the failed links
+    removed) and ports on all their arcs."""
+    from aifabric.routing.failover import live_links
+    from aifabric.sim.packet.lb import fabric_groups
     from aifabric.sim.paths import arc_latency_ns
 
     src, dst, cap = f.arcs
-    used = sorted({a for r in routes for a in r} | {a for r in rev_routes for a in r})
+    used = {a for r in routes for a in r} | {a for r in rev_routes for a in r}
+    lb = None
+    if cfg.lb.mode in ("spray", "adaptive"):
+        ends = [r[-1] for r in routes if r] + [r[-1] for r in rev_routes if r]
+        dests = dst[np.asarray(ends, dtype=np.int64)] if ends else np.zeros(0, np.int64)
+        lb = fabric_groups(f, dests[f.nodes.kind[dests] == NodeKind.NIC],
+                           live_links(f, failures))
+        used |= set(lb.used_arcs.tolist())
     kind = f.nodes.kind
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
     return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
                      arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
-                     used_arcs=used, node_names=[str(x) for x in f.nodes.name],
-                     buffers=switch_buffers(f, cfg))
+                     used_arcs=sorted(used), node_names=[str(x) for x in f.nodes.name],
+                     buffers=switch_buffers(f, cfg), lb=lb)
 
 
 def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:

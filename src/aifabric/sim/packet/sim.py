@@ -19,6 +19,7 @@ import numpy as np
 from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS, PS_PER_US, EventList
+from aifabric.sim.packet.lb import LbGroups, shortest_groups
 from aifabric.sim.packet.network import QP, Network, SwitchBuffers
 
 __all__ = ["PacketSim", "Topology"]
@@ -36,12 +37,12 @@ class PacketSim:
                  arc_gbps: Sequence[float], arc_delay_ns: Sequence[float],
                  is_host: Sequence[bool], used_arcs: Sequence[int],
                  node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: LbGroups | None = None) -> None:
         self.cfg = cfg
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
                            arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
-                           node_names=node_names, buffers=buffers)
+                           node_names=node_names, buffers=buffers, lb=lb)
         self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
@@ -261,7 +262,8 @@ class PacketSim:
                 "first_tx_ns": first / PS_PER_NS, "last_rx_ns": rx / PS_PER_NS,
                 "last_ack_ns": ack / PS_PER_NS, "fct_ns": fct,
                 "completion_ns": (ack - start) / PS_PER_NS, "ideal_ns": ideal,
-                "ideal_completion_ns": ideal_c, "slowdown": slow}
+                "ideal_completion_ns": ideal_c, "slowdown": slow,
+                **(self.reorder() if self.reports_reorder else {})}
 
     # ----------------------------------------------------------------- deadlock
     def _check(self, _: Any) -> None:
@@ -323,7 +325,62 @@ class PacketSim:
             "drops_by_tc": self.drops_by_tc(),
             "lossless_drops": self.lossless_drops(),
             "buffer": self.buffer_info(),
+            **({"reorder": self.reorder_summary()} if self.reports_reorder else {}),
         }
+
+    @property
+    def reports_reorder(self) -> bool:
+        """Per-packet load balancing or the out-of-order receiver is on: the reorder
+        columns and summary are reported (not at the defaults: outputs stay as they were)."""
+        return self.net.lb_mode != L.LB_ECMP or self.net.ooo
+
+    def reorder(self) -> dict[str, np.ndarray]:
+        """Per QP: data packets that arrived ahead of the next expected one
+        (``ooo_packets``), how far ahead (packets: ``reorder_max_packets``, and the 99th
+        percentile over all its data arrivals, in-order ones counted as 0:
+        ``reorder_p99_packets``, exact below 16, else the lower edge of its power-of-two
+        bucket), NAKs received, retransmitted and duplicate bytes, and packets the
+        out-of-order bitmap refused (``ooo_discards``). A duplicate (behind the expected
+        sequence) is not an arrival of the distribution."""
+        net = self.net
+        n = len(net.qps)
+        QI = net.QI[:n]
+        RH = QI[:, L.NQI:L.NQI + L.NRH]
+        edge = np.array([b if b < 16 else 1 << (b - 12) for b in range(L.NRH)], dtype=np.int64)
+        tot = RH.sum(axis=1)
+        cum = np.cumsum(RH, axis=1)
+        b99 = np.argmax(cum >= np.ceil(0.99 * tot)[:, None], axis=1)
+        return {"ooo_packets": QI[:, L.Q_OOOPK].copy(),
+                "reorder_max_packets": QI[:, L.Q_RMAX].copy(),
+                "reorder_p99_packets": np.where(tot > 0, edge[b99], 0),
+                "naks": QI[:, L.Q_NAKS].copy(), "retx_bytes": QI[:, L.Q_RETX].copy(),
+                "dup_bytes": QI[:, L.Q_DUP].copy(), "ooo_discards": QI[:, L.Q_OOODROP].copy()}
+
+    def reorder_summary(self) -> dict[str, Any]:
+        """The run's load balancing and receiver, and its reordering over every data
+        arrival: out-of-order packets and their share, the distance ahead p50/p99/max
+        (packets; p50/p99 as in :meth:`reorder`), NAKs and retransmitted bytes."""
+        net = self.net
+        n = len(net.qps)
+        h = net.QI[:n, L.NQI:L.NQI + L.NRH].sum(axis=0)
+        tot = int(h.sum())
+        edge = [b if b < 16 else 1 << (b - 12) for b in range(L.NRH)]
+        cum = np.cumsum(h)
+
+        def pct(q: float) -> int:
+            return int(edge[int(np.argmax(cum >= np.ceil(q * tot)))]) if tot else 0
+
+        r = self.reorder()
+        lb = self.cfg.lb
+        ooo = int(r["ooo_packets"].sum())
+        return {"lb": lb.mode or "ecmp", "spray": lb.spray,
+                "flowlet_gap_ns": lb.flowlet_gap_ns, "receiver": self.cfg.nic.receiver,
+                "data_arrivals": tot, "ooo_packets": ooo,
+                "ooo_share": ooo / tot if tot else 0.0,
+                "distance_p50_packets": pct(0.5), "distance_p99_packets": pct(0.99),
+                "distance_max_packets": int(r["reorder_max_packets"].max()) if n else 0,
+                "naks": int(r["naks"].sum()), "retx_bytes": int(r["retx_bytes"].sum()),
+                "ooo_discards": int(r["ooo_discards"].sum())}
 
     def drops_by_tc(self) -> dict[int, int]:
         """Frames dropped per traffic class (switch egress and NIC receive buffers), the
@@ -523,7 +580,15 @@ class Topology:
         return [self._arc[(u, v)] for u, v in itertools.pairwise(nodes)]
 
     def sim(self, cfg: PacketConfig | None = None) -> PacketSim:
-        return PacketSim(cfg or PacketConfig(), arc_src=self.arc_src, arc_dst=self.arc_dst,
+        """The simulator of this network; with ``packet.lb`` spray or adaptive, its
+        switches balance over every shortest path toward each host
+        (:func:`~aifabric.sim.packet.lb.shortest_groups`)."""
+        cfg = cfg or PacketConfig()
+        lb = None
+        if cfg.lb.mode in ("spray", "adaptive"):
+            lb = shortest_groups(self.arc_src, self.arc_dst, self.is_host,
+                                 [i for i, h in enumerate(self.is_host) if h])
+        return PacketSim(cfg, arc_src=self.arc_src, arc_dst=self.arc_dst,
                          arc_gbps=self.arc_gbps, arc_delay_ns=self.arc_delay_ns,
                          is_host=self.is_host, used_arcs=range(len(self.arc_src)),
-                         node_names=self.names)
+                         node_names=self.names, lb=lb)
