@@ -1,9 +1,8 @@
-"""What the routers share: one lock around the twin, the query parameters every view
+"""What the routers share: the call into the twin, the query parameters every view
 takes (metric, time step, failure set) and the failure set's check."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,15 +19,13 @@ MAX_NAME = 200          # characters per failure name / search query
 
 
 class TwinCall:
-    """Calls into the twin, one at a time: FastAPI runs the (synchronous) handlers in a
-    thread pool and the twin is not assumed thread-safe. The answer is JSON."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
+    """Calls into the twin and answers JSON. FastAPI runs the (synchronous) handlers in a
+    thread pool, several at once: the twin guards its own caches with a short lock and
+    never holds it while routing (:meth:`aifabric.web.twin.core.TwinCore._cached`), so
+    a read is never queued behind a what-if."""
 
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Response:
-        with self.lock:
-            return json_response(fn(*args, **kwargs))
+        return json_response(fn(*args, **kwargs))
 
 
 metric_q = Query(None, max_length=64, description="metric to colour by: bytes, flows, "
