@@ -23,7 +23,7 @@ client threads each posting what-ifs of ToRs one after the other (each a failure
 not routed before, so every one routes), while one more client asks ``/api/info`` every
 20 ms: its latency p50/p95 against the limit of 50 ms at p95, next to ``/api/info``
 alone. Not pinned (the server and clients are separate processes); the clients run in
-this process (httpx, one connection each).
+processes of their own (httpx, one connection each), the probe in this one.
 
     python benchmarks/bench_web.py [--json] [--only-concurrent]
 """
@@ -243,13 +243,28 @@ def _pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
 
 
+def _whatif_client(job: tuple[str, list[str]]) -> tuple[list[float], list[str]]:
+    """One what-if client (a process): each failure set in turn; seconds and errors."""
+    import httpx
+
+    url, names = job
+    took, errors = [], []
+    with httpx.Client(base_url=url, timeout=120) as c:
+        for name in names:
+            t0 = time.perf_counter()
+            r = c.post("/api/whatif", json={"fail": [name]})
+            took.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                errors.append(r.text[:200])
+    return took, errors
+
+
 def _concurrent(case: tuple = CONCURRENT) -> dict:
     """/api/info latency alone and while ``clients`` threads run what-ifs (see the module
     docstring)."""
     import re
     import subprocess
     import tempfile
-    import threading
 
     import httpx
 
@@ -281,31 +296,25 @@ def _concurrent(case: tuple = CONCURRENT) -> dict:
             need = clients * per_client
             if len(tors) < need:
                 raise RuntimeError(f"{len(tors)} ToRs found, {need} needed")
-            whatif_s: list[float] = []
-            errors: list[str] = []
+            # the what-if clients are processes: in threads here they would share this
+            # process's GIL with the probe and slow its readings down
+            import multiprocessing as mp
 
-            def client(i: int) -> None:
-                with httpx.Client(base_url=url, timeout=120) as c:
-                    for j in range(per_client):
-                        t0 = time.perf_counter()
-                        r = c.post("/api/whatif", json={"fail": [tors[i * per_client + j]]})
-                        whatif_s.append(time.perf_counter() - t0)
-                        if r.status_code != 200:
-                            errors.append(r.text[:200])
-
-            threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+            ctx = mp.get_context("fork")
+            jobs = [(url, tors[i * per_client:(i + 1) * per_client]) for i in range(clients)]
             t_start = time.perf_counter()
-            for t in threads:
-                t.start()
-            loaded = []
-            while any(t.is_alive() for t in threads):
-                t0 = time.perf_counter()
-                probe.get("/api/info").raise_for_status()
-                loaded.append(time.perf_counter() - t0)
-                time.sleep(0.02)
-            wall = time.perf_counter() - t_start
-            for t in threads:
-                t.join()
+            with ctx.Pool(clients) as pool:
+                pending = pool.map_async(_whatif_client, jobs)
+                loaded = []
+                while not pending.ready():
+                    t0 = time.perf_counter()
+                    probe.get("/api/info").raise_for_status()
+                    loaded.append(time.perf_counter() - t0)
+                    time.sleep(0.02)
+                wall = time.perf_counter() - t_start
+                done = pending.get()
+            whatif_s = [x for d in done for x in d[0]]
+            errors = [e for d in done for e in d[1]]
             probe.close()
             if errors:
                 raise RuntimeError(f"what-if failed: {errors[0]}")
