@@ -138,15 +138,18 @@ def test_topology_loads_drills_and_searches(browser: Any, start_serve: Any, hpn_
                           " includeLabels: true})]).sort((a, b) => a[1].x1 - b[1].x1)")
     assert [lb for lb, _ in boxes] == [t.split("-", 2)[2] for t in sorted(want.tolist())]
     assert all(a["x2"] <= b["x1"] for (_, a), (_, b) in itertools.pairwise(boxes))
-    # colour per link, with a legend: the access links are not washed out by the
-    # uplink groups' sums (60 links each)
+    # colour per link, with a legend: a group of uplinks (60 links each) is coloured by
+    # its hottest link (the default, max), never by its sum: no figure drawn exceeds the
+    # fabric's hottest single link, and the access links are not washed out
     scale = page.evaluate("""() => { const cy = window.aifabric.cy; const box =
         document.getElementById('topo-scale'); const acc = cy.edges("[tier = 'access']")
         .map(e => e.data('per_link')); return {shown: !box.hidden, max: Number(box.dataset.max),
         text: box.textContent, drawn: Math.max(...cy.edges().map(e => e.data('per_link'))),
         access: Math.max(...acc)}; }""")
     assert scale["shown"] and "per link" in scale["text"]
-    assert scale["max"] == scale["drawn"] and scale["access"] > 0.5 * scale["max"], scale
+    hottest = served.get(f"api/heatmap?metric={page.evaluate('window.aifabric.state.topo.metric')}"
+                         "&k=1")["hottest"][0]["value"]
+    assert scale["max"] == scale["drawn"] <= hottest and scale["access"] > 0, scale
     shoot(probe, shots, "topology-segment0")
 
     # search a host by name: it is highlighted (in its segment)
@@ -351,4 +354,57 @@ def test_run_view(browser: Any, run_server: Served, sim_run: Path, shots: Path,
     first = page.locator("#run-table tbody tr").first.locator("td").all_text_contents()
     assert first == lines[1]
     shoot(probe, shots, "run")
+    probe.assert_clean()
+
+
+# ------------------------------------------------------- colour: the hottest link shows
+def test_the_hottest_link_of_a_run_is_the_top_colour(browser: Any, run_server: Served,
+                                                     hpn_fabric: Any, shots: Path,
+                                                     closing: list[Probe]) -> None:
+    """Issue 30: a group coloured by the mean of its links washes a hot link out. By
+    default (max) the overview edge that holds the run's hottest drawn link has that
+    link's utilization as its figure and the top colour of the scale, and the legend's
+    top is that value, with its unit."""
+    from aifabric.web.topology import _groups
+
+    info = run_server.get("api/info")
+    assert "utilization" in info["metrics"]
+    topo = run_server.get("api/topology?metric=utilization")
+    assert topo["stat"] == "max"
+    g = _groups(hpn_fabric, "auto")  # the grouping the API used (level auto)
+    hot = [h for h in run_server.get("api/heatmap?metric=utilization&k=1000")["hottest"]
+           if g.link_edge[h["link"]] >= 0]  # drawn as (part of) an overview edge
+    assert hot, "no drawn link carried traffic"
+    top = hot[0]
+    edge_id = topo["edges"][int(g.link_edge[top["link"]])]["id"]
+    assert topo["scale"]["hi"] == pytest.approx(top["value"])
+    assert topo["scale"]["unit"] == "fraction of capacity"
+
+    probe = open_page(browser, run_server)
+    closing.append(probe)
+    page = probe.page
+    page.select_option("#topo-metric", "utilization")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.topo.data.metric === 'utilization'")
+    drawn = page.evaluate("""(id) => { const e = window.aifabric.cy.getElementById(id);
+        const box = document.getElementById('topo-scale');
+        return {colour: e.data('colour'), per_link: e.data('per_link'),
+                hi: Number(box.dataset.max), unit: box.dataset.unit, text: box.textContent,
+                tops: window.aifabric.cy.edges().filter(x => x.data('colour') ===
+                    e.data('colour')).length}; }""", edge_id)
+    assert drawn["colour"] == "rgb(200,30,30)", drawn  # heat(1): the scale's top
+    assert drawn["per_link"] == pytest.approx(top["value"])
+    assert drawn["hi"] == pytest.approx(top["value"]) and drawn["unit"] == "fraction of capacity"
+    assert "hottest" in drawn["text"] and "fraction of capacity" in drawn["text"]
+    shoot(probe, shots, "topology-run-max")
+
+    # the group statistic is the page's choice: the mean gives that edge its mean
+    page.select_option("#topo-stat", "mean")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.topo.data.stat === 'mean'")
+    mean = run_server.get("api/topology?metric=utilization&stat=mean")
+    want = next(e["per_link"] for e in mean["edges"] if e["id"] == edge_id)
+    got = page.evaluate("(id) => window.aifabric.cy.getElementById(id).data('per_link')",
+                        edge_id)
+    assert got == pytest.approx(want) and want <= top["value"]
     probe.assert_clean()

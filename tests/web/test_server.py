@@ -238,3 +238,25 @@ def test_the_same_whatif_twice_at_once_routes_once(held):
         w.join(60)
     assert len(out) == 3 and len(set(out)) == 1 and out[0][0] == 200
     assert not entered.is_set(), "a second routing of the same failure set"
+
+
+# ------------------------------------------------------------- colour statistic
+def test_the_group_statistic_is_a_query_parameter_with_a_scale(served):
+    """/api/topology and /api/segment take stat=max|p99|mean (default max) and answer the
+    colour scale: hi is the largest per_link drawn, with the metric's unit."""
+    by = {s: served.get(f"api/topology?metric=bytes&stat={s}") for s in ("max", "p99",
+                                                                          "mean")}
+    assert served.get("api/topology?metric=bytes")["stat"] == "max"
+    for s, o in by.items():
+        assert o["stat"] == s
+        per = [e["per_link"] for e in o["edges"]]
+        assert o["scale"]["hi"] == max(per) and o["scale"]["min"] == min(per)
+        assert o["scale"]["lo"] == 0 and o["scale"]["unit"] == "bytes"
+    for a, b, c in zip(*(by[s]["edges"] for s in ("max", "p99", "mean")), strict=True):
+        assert a["id"] == b["id"] == c["id"]
+        assert c["per_link"] <= a["per_link"] + 1e-9 and b["per_link"] <= a["per_link"] + 1e-9
+    seg = served.get("api/segment/0?metric=bytes&stat=p99")
+    assert seg["stat"] == "p99" and seg["scale"]["hi"] == max(e["per_link"]
+                                                              for e in seg["edges"])
+    r = httpx.get(served.url + "api/topology", params={"stat": "median"}, timeout=30)
+    assert r.status_code == 400 and _error(r.text).startswith("stat")

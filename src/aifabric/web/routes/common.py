@@ -13,7 +13,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.web.http import CONTROL, json_response
 from aifabric.web.twin.core import MAX_FAIL
 
-__all__ = ["MAX_NAME", "TwinCall", "fail_q", "fail_set", "metric_q", "t_q"]
+__all__ = ["MAX_NAME", "TwinCall", "fail_q", "fail_set", "metric_q", "stat_q", "t_q"]
 
 MAX_NAME = 200          # characters per failure name / search query
 
@@ -33,6 +33,8 @@ metric_q = Query(None, max_length=64, description="metric to colour by: bytes, f
                  "/api/info lists); default: the first")
 t_q = Query(-1, ge=-1, description="time step (index into info.times_ns); -1 = "
             "the whole run")
+stat_q = Query("max", pattern="^(max|p99|mean)$", description="how a group of links is "
+               "coloured: max (the hottest link shows), p99 or mean of its links' figures")
 fail_q = Query([], max_length=MAX_FAIL, description="fail this switch, port "
                "`device:iface` or `link:<id>` (repeat for several)")
 

@@ -2,7 +2,7 @@
  * one cell per aggregated link group (a click shows it in the topology). */
 
 import { call, guarded } from "./client.js";
-import { heat, perLink, scaler } from "./colour.js";
+import { apiScaler, heat, perLink, scaler } from "./colour.js";
 import { $, fillTable, fmt, metricText, ms } from "./dom.js";
 import { state } from "./state.js";
 import { applyHighlight, drawTopology, drill } from "./topology.js";
@@ -29,7 +29,8 @@ export async function drawHeatmap() {
     { format: { value: (v) => metricText(h.metric, v) }, onClick: (row) => guarded(() => showLink(row)) });
   drawSeries(data.series, h);
   if (state.info.fabric) {
-    h.links = await call("topology", { metric: h.metric, t: h.t }, { withFail: true });
+    h.links = await call("topology", { metric: h.metric, t: h.t, stat: state.topo.stat },
+      { withFail: true });
     drawLinkGrid(h.links, h.metric);
   } else {
     $("heat-links").hidden = true;
@@ -69,7 +70,7 @@ function drawSeries(series, h) {
 function drawLinkGrid(topo, metric) {
   const cv = $("heat-links"); cv.hidden = false; const ctx = cv.getContext("2d");
   const edges = topo.edges.slice().sort((a, b) => (a.tier < b.tier ? -1 : a.tier > b.tier ? 1 : b.value - a.value));
-  const scale = scaler(metric, edges.map(perLink));
+  const scale = apiScaler(topo.scale, metric, edges.map(perLink));
   const cols = Math.max(1, Math.ceil(Math.sqrt(edges.length * 4)));
   const cell = Math.max(4, Math.floor(cv.width / cols));
   cv.height = Math.max(20, Math.ceil(edges.length / cols) * cell);
@@ -80,8 +81,9 @@ function drawLinkGrid(topo, metric) {
     ctx.fillRect((i % cols) * cell, Math.floor(i / cols) * cell, cell - 1, cell - 1);
   });
   const down = edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
-  $("heat-links-label").textContent = fmt(edges.length) + " link groups, coloured per link "
-    + "(0 to " + metricText(metric, scale.max) + "); " + fmt(down)
+  $("heat-links-label").textContent = fmt(edges.length) + " link groups, each coloured by the "
+    + (topo.stat || "mean") + " of its links (" + metricText(metric, scale.min || 0) + " to "
+    + metricText(metric, scale.max) + (topo.scale ? ", " + topo.scale.unit : "") + "); " + fmt(down)
     + " links down (black = every link of the group down)";
   cv.onclick = (ev) => {
     const r = cv.getBoundingClientRect();
