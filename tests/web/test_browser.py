@@ -408,3 +408,72 @@ def test_the_hottest_link_of_a_run_is_the_top_colour(browser: Any, run_server: S
                         edge_id)
     assert got == pytest.approx(want) and want <= top["value"]
     probe.assert_clean()
+
+
+# ------------------------------------------------- heatmap: scales, time axis, empty
+@pytest.fixture(scope="module")
+def gap_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run of two small AllReduces 2 ms apart: the steps between them are idle."""
+    work = tmp_path_factory.mktemp("gap")
+    scen = work / "scenario.yaml"
+    scen.write_text(f"name: gap\nspec: {ROOT / 'tests' / 'golden' / 'hpn' / 'spec.yaml'}\n"
+                    "collectives:\n  - {op: allreduce, size_bytes: 1MiB, gpus: 8}\n"
+                    "  - {op: allreduce, size_bytes: 1MiB, gpus: 8, start_ms: 2}\n",
+                    encoding="utf-8")
+    out = work / "run"
+    proc = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(scen), "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+def test_heatmap_has_scales_a_time_axis_and_says_when_a_step_is_idle(
+        browser: Any, start_serve: Any, gap_run: Path, shots: Path,
+        closing: list[Probe]) -> None:
+    served = start_serve(gap_run)
+    info = served.get("api/info")
+    times = info["times_ns"]
+    idle = [t for t in range(len(times))
+            if not served.get(f"api/heatmap?metric=bytes&t={t}&k=1")["hottest"]]
+    assert idle, "the gap between the collectives has no idle step"
+    probe = open_page(browser, served)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "heatmap")
+    page.select_option("#heat-metric", "bytes")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.heat.data.metric === 'bytes'")
+    got = page.evaluate("""() => { const cv = document.getElementById('heat-series');
+        const s = document.getElementById('heat-series-scale');
+        const l = document.getElementById('heat-links-scale');
+        return {ticks: JSON.parse(cv.dataset.ticks), steps: Number(cv.dataset.steps),
+                series: {shown: !s.hidden, max: Number(s.dataset.max), text: s.textContent},
+                links: {shown: !l.hidden, max: Number(l.dataset.max), unit: l.dataset.unit},
+                empty: !document.getElementById('heat-hottest-empty').hidden}; }""")
+    # the time axis: the first and last steps' starts, in ms, increasing
+    assert got["steps"] == len(times) and len(got["ticks"]) >= 2
+    ms = [float(x.split()[0]) for x in got["ticks"]]
+    assert ms == sorted(ms) and ms[0] == pytest.approx(times[0] / 1e6, abs=1e-3)
+    assert ms[-1] == pytest.approx(times[-1] / 1e6, rel=0.05, abs=1e-3)
+    # both colour scales: the series' top is its largest tier value; the grid's the
+    # largest group figure, with the unit
+    series = served.get("api/heatmap?metric=bytes")["series"]
+    top = max(max(v) for v in series["tiers"].values())
+    assert got["series"]["shown"] and got["series"]["max"] == pytest.approx(top)
+    topo = served.get("api/topology?metric=bytes")
+    assert got["links"]["shown"] and got["links"]["unit"] == "bytes"
+    assert got["links"]["max"] == pytest.approx(topo["scale"]["hi"])
+    assert not got["empty"]  # the whole run carried traffic
+    shoot(probe, shots, "heatmap-scales")
+    # an idle step: the hottest list is empty and says why
+    page.evaluate("(t) => { const s = document.getElementById('heat-time'); s.value = t; "
+                  "s.dispatchEvent(new Event('change')); }",
+                  str(idle[0]))
+    page.wait_for_function("(t) => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.heat.data.t === t", arg=idle[0])
+    msg = page.locator("#heat-hottest-empty")
+    assert msg.is_visible() and f"at step {idle[0]}" in msg.text_content()
+    assert "No link carried bytes" in msg.text_content()
+    assert page.locator("#heat-hottest tbody tr").count() == 0
+    shoot(probe, shots, "heatmap-idle-step")
+    probe.assert_clean()
