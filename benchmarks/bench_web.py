@@ -22,7 +22,8 @@ Reads under load (issue 30): ``aifabric serve examples/hpn-pod.yaml`` (15,360 GP
 client threads each posting what-ifs of ToRs one after the other (each a failure set
 not routed before, so every one routes), while one more client asks ``/api/info`` every
 20 ms: its latency p50/p95 against the limit of 50 ms at p95, next to ``/api/info``
-alone. Not pinned (the server and clients are separate processes); the clients run in
+alone (the server computes what-ifs half its cores at a time, the rest wait). Not
+pinned (the server and clients are separate processes); the clients run in
 processes of their own (httpx, one connection each), the probe in this one.
 
     python benchmarks/bench_web.py [--json] [--only-concurrent]

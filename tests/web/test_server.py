@@ -151,10 +151,10 @@ def test_a_bad_max_body_is_one_line_and_exit_2(tmp_path):
 
 
 # ------------------------------------------------------------- reads vs what-if
-@pytest.fixture
-def held():
+def _held_server(heavy_at_once: int):
     """An in-process server (real uvicorn on a loopback socket) whose twin stops every
-    what-if's routing at a gate until the test opens it."""
+    what-if's routing at a gate until the test opens it; yields (url, entered, gate,
+    routed: the failure sets that reached routing)."""
     import uvicorn
 
     from aifabric.web.app import create_app
@@ -162,15 +162,18 @@ def held():
 
     twin = Twin.open(SPEC)
     entered, gate = threading.Event(), threading.Event()
+    routed: list[tuple[str, ...]] = []
 
     def hold(key: tuple[str, ...]) -> None:
+        routed.append(key)
         entered.set()
         gate.wait(60)
 
     twin.before_route = hold
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(create_app(twin), log_level="warning", lifespan="off")
+    config = uvicorn.Config(create_app(twin, heavy_at_once=heavy_at_once),
+                            log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     th = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     th.start()
@@ -179,7 +182,7 @@ def held():
         assert time.monotonic() < deadline
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/", entered, gate
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/", entered, gate, routed
     finally:
         gate.set()
         server.should_exit = True
@@ -187,8 +190,20 @@ def held():
         sock.close()
 
 
+@pytest.fixture
+def held():
+    """4 heavy calls at once (the default is half the cores): the what-ifs of a test
+    reach the twin together."""
+    yield from _held_server(4)
+
+
+@pytest.fixture
+def held_one():
+    yield from _held_server(1)
+
+
 def test_reads_are_answered_while_a_whatif_routes(held):
-    url, entered, gate = held
+    url, entered, gate, _ = held
     base = httpx.get(url + "api/topology", timeout=30).json()
     tor = next(n for n in httpx.get(url + "api/search", params={"q": "tor"},
                                     timeout=30).json())["name"]
@@ -218,7 +233,7 @@ def test_reads_are_answered_while_a_whatif_routes(held):
 
 
 def test_the_same_whatif_twice_at_once_routes_once(held):
-    url, entered, gate = held
+    url, entered, gate, _ = held
     tor = next(n for n in httpx.get(url + "api/search", params={"q": "tor"},
                                     timeout=30).json())["name"]
     out: list[Any] = []
@@ -238,6 +253,30 @@ def test_the_same_whatif_twice_at_once_routes_once(held):
         w.join(60)
     assert len(out) == 3 and len(set(out)) == 1 and out[0][0] == 200
     assert not entered.is_set(), "a second routing of the same failure set"
+
+
+def test_heavy_calls_compute_one_at_a_time_and_reads_still_answer(held_one):
+    """heavy_at_once=1: a second what-if (another failure set) does not start routing
+    while the first is held, yet /api/info and the base topology answer."""
+    url, entered, gate, routed = held_one
+    tors = [h["name"] for h in httpx.get(url + "api/search", params={"q": "tor"},
+                                         timeout=30).json()][:2]
+    assert len(tors) == 2
+    status: list[int] = []
+    ws = [threading.Thread(target=lambda n=n: status.append(
+        httpx.post(url + "api/whatif", json={"fail": [n]}, timeout=60).status_code))
+        for n in tors]
+    ws[0].start()
+    assert entered.wait(30)
+    ws[1].start()
+    time.sleep(0.5)  # time enough for the second to reach routing, were it let through
+    assert httpx.get(url + "api/info", timeout=10).status_code == 200
+    assert httpx.get(url + "api/topology", timeout=10).status_code == 200
+    assert len(routed) == 1 and ws[1].is_alive()
+    gate.set()
+    for w in ws:
+        w.join(60)
+    assert status == [200, 200] and len(routed) == 2
 
 
 # ------------------------------------------------------------- colour statistic

@@ -29,7 +29,10 @@ Why it is shaped this way:
   anything parses it (:class:`~aifabric.web.http.BodyLimit`). FastAPI runs the
   (synchronous) handlers in a thread pool, several at once; the twin holds its lock only
   to look up and store a cache entry, never while it routes a failure set, so
-  ``/api/info`` or a view of the base routing answers while what-ifs compute.
+  ``/api/info`` or a view of the base routing answers while what-ifs compute. What may
+  route or trace a lot (what-if, a trace, a view with ``fail=``) computes at most
+  (cores / 2) at a time: more threads computing would only queue for the GIL, and each
+  read would wait longer for it (``benchmarks/bench_web.py``).
 
 Where it lives: :mod:`aifabric.web.routes` (one router per area: the page, the views,
 trace, what-if, the run folder, the lab), :mod:`aifabric.web.models` (the response
@@ -62,8 +65,12 @@ __all__ = ["MAX_FAIL", "STATIC_DIR", "create_app"]
 
 
 def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = MAX_BODY_BYTES,
+               heavy_at_once: int | None = None) -> FastAPI:
     """The FastAPI application serving ``twin``.
+
+    ``heavy_at_once``: what-ifs, traces and views with a failure set computing at a time
+    (default: half the cores, at least 1).
 
     ``max_body_bytes``: the largest request body accepted (a larger one answers 413
     before anything parses it; :class:`~aifabric.web.http.BodyLimit`).
@@ -84,7 +91,7 @@ def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None,
     _errors(app)
     app.include_router(page.router())
     page.mount_static(app)
-    call = TwinCall()
+    call = TwinCall(heavy_at_once)
     for area in (views, trace, whatif, run, lab):
         app.include_router(area.router(twin, call))
     app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)

@@ -3,6 +3,8 @@ takes (metric, time step, failure set) and the failure set's check."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +26,21 @@ class TwinCall:
     never holds it while routing (:meth:`aifabric.web.twin.core.TwinCore._cached`), so
     a read is never queued behind a what-if."""
 
+    def __init__(self, heavy_at_once: int | None = None) -> None:
+        # what-ifs and traces at once: more threads than cores computing only queue for
+        # the GIL, and every read then waits longer for it
+        n = heavy_at_once or max(1, (os.cpu_count() or 2) // 2)
+        self.heavy = threading.BoundedSemaphore(n)
+
     def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Response:
         return json_response(fn(*args, **kwargs))
+
+    def heavy_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Response:
+        """A call that may route a failure set or trace a whole pattern: at most
+        ``heavy_at_once`` of them compute at a time (the others wait, without the GIL);
+        reads never wait on this."""
+        with self.heavy:
+            return json_response(fn(*args, **kwargs))
 
 
 metric_q = Query(None, max_length=64, description="metric to colour by: bytes, flows, "

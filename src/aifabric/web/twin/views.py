@@ -20,19 +20,20 @@ __all__ = ["Views"]
 class Views(TwinCore):
     """info, topology, segment, heatmap, search."""
 
+    def info_is_quick(self) -> bool:
+        """:meth:`info` would only read what is made already (the server may then answer
+        it on its event loop, without a hop through the thread pool)."""
+        return () in self._loads and (self.fabric is None
+                                      or "info_fabric" in self._base_cache)
+
     def info(self) -> dict[str, Any]:
         """What this twin is and what the page can show."""
         f = self.fabric
         fab = None
         if f is not None:
-            n = f.nodes
-            fab = {"name": f.name, "family": f.family,
-                   "gpus": int((n.kind == NodeKind.GPU).sum()),
-                   "hosts": int((n.kind == NodeKind.HOST).sum()),
-                   "switches": int(f.is_switch.sum()), "links": int(f.n_links),
-                   "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
-                   "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
-                   "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}
+            # counted once: under load each numpy call here hands the GIL to the
+            # what-ifs' threads and waits to get it back
+            fab = dict(self._base_extra("info_fabric", lambda: _fabric_figures(f)))
         routed = f is not None and self._flows is not None
         views = ["topology"] if f is not None else []
         if routed or self.tables:
@@ -187,3 +188,15 @@ def colour_scale(metric: str | None, edges: list[dict[str, Any]]) -> dict[str, A
     top = float(v.max()) if len(v) else 0.0
     return {"lo": 0.0, "hi": top, "min": float(v.min()) if len(v) else 0.0, "max": top,
             "unit": METRIC_UNIT.get(metric, metric)}
+
+
+def _fabric_figures(f: Any) -> dict[str, Any]:
+    """The fabric's size as /api/info gives it."""
+    n = f.nodes
+    return {"name": f.name, "family": f.family,
+            "gpus": int((n.kind == NodeKind.GPU).sum()),
+            "hosts": int((n.kind == NodeKind.HOST).sum()),
+            "switches": int(f.is_switch.sum()), "links": int(f.n_links),
+            "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
+            "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
+            "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}
