@@ -284,6 +284,12 @@ def test_whatif_tor_failure_matches_route(browser: Any, start_serve: Any, tmp_pa
     assert 0 < len(moved) <= 200
     assert all(row[3] != row[4] for row in moved)
     assert page.text_content("#fail-list") == "tor-s00-r0-a"
+    # an empty result says why instead of showing an empty table (dual-ToR: no GPU pair
+    # loses its last path with one ToR down)
+    assert want["flows"]["newly_unreachable"] == 0
+    assert page.locator("#whatif-unreachable tbody tr").count() == 0
+    assert "No GPU pair became unreachable" in page.text_content("#whatif-unreachable caption")
+    assert page.locator("#whatif-moved caption").count() == 0  # it has rows
     shoot(probe, shots, "whatif")
 
     # the heatmap re-queries with the failure: its tier table changes
