@@ -17,7 +17,16 @@ figure is the page's own ``readyMs``, navigation start to the first view drawn; 
 when chromium or playwright is missing). The tests check these with generous bounds
 (a busy 2-core CI machine); the issue's limits are held here.
 
-    python benchmarks/bench_web.py [--json]
+Reads under load (issue 30): ``aifabric serve examples/hpn-pod.yaml`` (15,360 GPUs,
+96,960 links, 15,360 flows routed; a what-if of one ToR re-routes in ~0.3 s) with 4
+client threads each posting what-ifs of ToRs one after the other (each a failure set
+not routed before, so every one routes), while one more client asks ``/api/info`` every
+20 ms: its latency p50/p95 against the limit of 50 ms at p95, next to ``/api/info``
+alone (the server computes what-ifs half its cores at a time, the rest wait). Not
+pinned (the server and clients are separate processes); the clients run in
+processes of their own (httpx, one connection each), the probe in this one.
+
+    python benchmarks/bench_web.py [--json] [--only-concurrent]
 """
 
 from __future__ import annotations
@@ -225,8 +234,126 @@ def _run(case: tuple) -> dict:
     return out
 
 
+#: the reads-under-load case: name, example, clients, what-ifs per client, p95 limit (s)
+CONCURRENT = ("/api/info while 4 clients run what-ifs", "hpn-pod", 4, 6, 0.050)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
+
+
+def _whatif_client(job: tuple[str, list[str]]) -> tuple[list[float], list[str]]:
+    """One what-if client (a process): each failure set in turn; seconds and errors."""
+    import httpx
+
+    url, names = job
+    took, errors = [], []
+    with httpx.Client(base_url=url, timeout=120) as c:
+        for name in names:
+            t0 = time.perf_counter()
+            r = c.post("/api/whatif", json={"fail": [name]})
+            took.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                errors.append(r.text[:200])
+    return took, errors
+
+
+def _concurrent(case: tuple = CONCURRENT) -> dict:
+    """/api/info latency alone and while ``clients`` threads run what-ifs (see the module
+    docstring)."""
+    import re
+    import subprocess
+    import tempfile
+
+    import httpx
+
+    name, example, clients, per_client, _ = case
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "serve.log"
+        with log.open("wb") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "aifabric", "serve",
+                                     str(ROOT / "examples" / f"{example}.yaml"), "--listen",
+                                     "127.0.0.1:0"], stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 180
+            url = None
+            while url is None and time.monotonic() < deadline and proc.poll() is None:
+                m = re.search(r"http://127\.0\.0\.1:\d+/", log.read_text(errors="replace"))
+                url = m.group(0) if m else None
+                time.sleep(0.1)
+            if url is None:
+                raise RuntimeError(f"aifabric serve gave no URL: {log.read_text()[-500:]}")
+            probe = httpx.Client(base_url=url, timeout=60)
+            alone = []
+            for _ in range(50):
+                t0 = time.perf_counter()
+                probe.get("/api/info").raise_for_status()
+                alone.append(time.perf_counter() - t0)
+            tors = [h["name"] for h in probe.get("/api/search", params={"q": "tor-"}).json()
+                    if h.get("kind") == "tor" or str(h["name"]).startswith("tor-")]
+            need = clients * per_client
+            if len(tors) < need:
+                raise RuntimeError(f"{len(tors)} ToRs found, {need} needed")
+            # the what-if clients are processes: in threads here they would share this
+            # process's GIL with the probe and slow its readings down
+            import multiprocessing as mp
+
+            ctx = mp.get_context("fork")
+            jobs = [(url, tors[i * per_client:(i + 1) * per_client]) for i in range(clients)]
+            t_start = time.perf_counter()
+            with ctx.Pool(clients) as pool:
+                pending = pool.map_async(_whatif_client, jobs)
+                loaded = []
+                while not pending.ready():
+                    t0 = time.perf_counter()
+                    probe.get("/api/info").raise_for_status()
+                    loaded.append(time.perf_counter() - t0)
+                    time.sleep(0.02)
+                wall = time.perf_counter() - t_start
+                done = pending.get()
+            whatif_s = [x for d in done for x in d[0]]
+            errors = [e for d in done for e in d[1]]
+            probe.close()
+            if errors:
+                raise RuntimeError(f"what-if failed: {errors[0]}")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+    return {"name": name, "alone_p50_s": _pct(alone, 50), "alone_p95_s": _pct(alone, 95),
+            "p50_s": _pct(loaded, 50), "p95_s": _pct(loaded, 95),
+            "max_s": max(loaded) if loaded else float("nan"), "reads": len(loaded),
+            "whatifs": len(whatif_s), "whatif_p50_s": _pct(whatif_s, 50), "wall_s": wall,
+            "size": f"{example}: {clients} clients x {per_client} what-ifs"}
+
+
+def _print_concurrent(r: dict, limit: float) -> bool:
+    ok = r["p95_s"] < limit
+    print(f"{r['name']}: {r['size']} ({r['whatifs']} what-ifs in {r['wall_s']:.1f} s, "
+          f"median {r['whatif_p50_s'] * 1000:.0f} ms each)")
+    print(f"  /api/info alone:     p50 {r['alone_p50_s'] * 1000:7.1f} ms  "
+          f"p95 {r['alone_p95_s'] * 1000:7.1f} ms")
+    print(f"  /api/info under load: p50 {r['p50_s'] * 1000:6.1f} ms  "
+          f"p95 {r['p95_s'] * 1000:7.1f} ms  max {r['max_s'] * 1000:.1f} ms over "
+          f"{r['reads']} reads; limit p95 < {limit * 1000:.0f} ms: "
+          f"{'ok' if ok else 'OVER LIMIT'}")
+    return ok
+
+
 def main() -> int:
     failed = False
+    if "--only-concurrent" in sys.argv:
+        r = _concurrent()
+        ok = _print_concurrent(r, CONCURRENT[4])
+        if "--json" in sys.argv:
+            print(json.dumps(r, indent=2))
+        return 0 if ok else 1
     print(f"{'case':<36} {'first s':>8} {'warm s':>8} {'limit s':>8} {'peak MB':>8}  "
           f"{'size':<40} verdict")
     results = []
@@ -252,6 +379,9 @@ def main() -> int:
         print(f"{r['name']:<36} {r['seconds']:>8.4f} {'-':>8} {lim:>8} {'-':>8}  "
               f"{r['size']:<40} {'ok' if ok else 'OVER LIMIT'}")
         results.append(r)
+    r = _concurrent()
+    failed |= not _print_concurrent(r, CONCURRENT[4])
+    results.append(r)
     if "--json" in sys.argv:
         print(json.dumps(results, indent=2))
     return 1 if failed else 0

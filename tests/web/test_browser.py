@@ -138,15 +138,18 @@ def test_topology_loads_drills_and_searches(browser: Any, start_serve: Any, hpn_
                           " includeLabels: true})]).sort((a, b) => a[1].x1 - b[1].x1)")
     assert [lb for lb, _ in boxes] == [t.split("-", 2)[2] for t in sorted(want.tolist())]
     assert all(a["x2"] <= b["x1"] for (_, a), (_, b) in itertools.pairwise(boxes))
-    # colour per link, with a legend: the access links are not washed out by the
-    # uplink groups' sums (60 links each)
+    # colour per link, with a legend: a group of uplinks (60 links each) is coloured by
+    # its hottest link (the default, max), never by its sum: no figure drawn exceeds the
+    # fabric's hottest single link, and the access links are not washed out
     scale = page.evaluate("""() => { const cy = window.aifabric.cy; const box =
         document.getElementById('topo-scale'); const acc = cy.edges("[tier = 'access']")
         .map(e => e.data('per_link')); return {shown: !box.hidden, max: Number(box.dataset.max),
         text: box.textContent, drawn: Math.max(...cy.edges().map(e => e.data('per_link'))),
         access: Math.max(...acc)}; }""")
     assert scale["shown"] and "per link" in scale["text"]
-    assert scale["max"] == scale["drawn"] and scale["access"] > 0.5 * scale["max"], scale
+    hottest = served.get(f"api/heatmap?metric={page.evaluate('window.aifabric.state.topo.metric')}"
+                         "&k=1")["hottest"][0]["value"]
+    assert scale["max"] == scale["drawn"] <= hottest and scale["access"] > 0, scale
     shoot(probe, shots, "topology-segment0")
 
     # search a host by name: it is highlighted (in its segment)
@@ -281,6 +284,12 @@ def test_whatif_tor_failure_matches_route(browser: Any, start_serve: Any, tmp_pa
     assert 0 < len(moved) <= 200
     assert all(row[3] != row[4] for row in moved)
     assert page.text_content("#fail-list") == "tor-s00-r0-a"
+    # an empty result says why instead of showing an empty table (dual-ToR: no GPU pair
+    # loses its last path with one ToR down)
+    assert want["flows"]["newly_unreachable"] == 0
+    assert page.locator("#whatif-unreachable tbody tr").count() == 0
+    assert "No GPU pair became unreachable" in page.text_content("#whatif-unreachable caption")
+    assert page.locator("#whatif-moved caption").count() == 0  # it has rows
     shoot(probe, shots, "whatif")
 
     # the heatmap re-queries with the failure: its tier table changes
@@ -351,4 +360,126 @@ def test_run_view(browser: Any, run_server: Served, sim_run: Path, shots: Path,
     first = page.locator("#run-table tbody tr").first.locator("td").all_text_contents()
     assert first == lines[1]
     shoot(probe, shots, "run")
+    probe.assert_clean()
+
+
+# ------------------------------------------------------- colour: the hottest link shows
+def test_the_hottest_link_of_a_run_is_the_top_colour(browser: Any, run_server: Served,
+                                                     hpn_fabric: Any, shots: Path,
+                                                     closing: list[Probe]) -> None:
+    """Issue 30: a group coloured by the mean of its links washes a hot link out. By
+    default (max) the overview edge that holds the run's hottest drawn link has that
+    link's utilization as its figure and the top colour of the scale, and the legend's
+    top is that value, with its unit."""
+    from aifabric.web.topology import _groups
+
+    info = run_server.get("api/info")
+    assert "utilization" in info["metrics"]
+    topo = run_server.get("api/topology?metric=utilization")
+    assert topo["stat"] == "max"
+    g = _groups(hpn_fabric, "auto")  # the grouping the API used (level auto)
+    hot = [h for h in run_server.get("api/heatmap?metric=utilization&k=1000")["hottest"]
+           if g.link_edge[h["link"]] >= 0]  # drawn as (part of) an overview edge
+    assert hot, "no drawn link carried traffic"
+    top = hot[0]
+    edge_id = topo["edges"][int(g.link_edge[top["link"]])]["id"]
+    assert topo["scale"]["hi"] == pytest.approx(top["value"])
+    assert topo["scale"]["unit"] == "fraction of capacity"
+
+    probe = open_page(browser, run_server)
+    closing.append(probe)
+    page = probe.page
+    page.select_option("#topo-metric", "utilization")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.topo.data.metric === 'utilization'")
+    drawn = page.evaluate("""(id) => { const e = window.aifabric.cy.getElementById(id);
+        const box = document.getElementById('topo-scale');
+        return {colour: e.data('colour'), per_link: e.data('per_link'),
+                hi: Number(box.dataset.max), unit: box.dataset.unit, text: box.textContent,
+                tops: window.aifabric.cy.edges().filter(x => x.data('colour') ===
+                    e.data('colour')).length}; }""", edge_id)
+    assert drawn["colour"] == "rgb(200,30,30)", drawn  # heat(1): the scale's top
+    assert drawn["per_link"] == pytest.approx(top["value"])
+    assert drawn["hi"] == pytest.approx(top["value"]) and drawn["unit"] == "fraction of capacity"
+    assert "hottest" in drawn["text"] and "fraction of capacity" in drawn["text"]
+    shoot(probe, shots, "topology-run-max")
+
+    # the group statistic is the page's choice: the mean gives that edge its mean
+    page.select_option("#topo-stat", "mean")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.topo.data.stat === 'mean'")
+    mean = run_server.get("api/topology?metric=utilization&stat=mean")
+    want = next(e["per_link"] for e in mean["edges"] if e["id"] == edge_id)
+    got = page.evaluate("(id) => window.aifabric.cy.getElementById(id).data('per_link')",
+                        edge_id)
+    assert got == pytest.approx(want) and want <= top["value"]
+    probe.assert_clean()
+
+
+# ------------------------------------------------- heatmap: scales, time axis, empty
+@pytest.fixture(scope="module")
+def gap_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run of two small AllReduces 2 ms apart: the steps between them are idle."""
+    work = tmp_path_factory.mktemp("gap")
+    scen = work / "scenario.yaml"
+    scen.write_text(f"name: gap\nspec: {ROOT / 'tests' / 'golden' / 'hpn' / 'spec.yaml'}\n"
+                    "collectives:\n  - {op: allreduce, size_bytes: 1MiB, gpus: 8}\n"
+                    "  - {op: allreduce, size_bytes: 1MiB, gpus: 8, start_ms: 2}\n",
+                    encoding="utf-8")
+    out = work / "run"
+    proc = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(scen), "--out",
+                           str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+def test_heatmap_has_scales_a_time_axis_and_says_when_a_step_is_idle(
+        browser: Any, start_serve: Any, gap_run: Path, shots: Path,
+        closing: list[Probe]) -> None:
+    served = start_serve(gap_run)
+    info = served.get("api/info")
+    times = info["times_ns"]
+    idle = [t for t in range(len(times))
+            if not served.get(f"api/heatmap?metric=bytes&t={t}&k=1")["hottest"]]
+    assert idle, "the gap between the collectives has no idle step"
+    probe = open_page(browser, served)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "heatmap")
+    page.select_option("#heat-metric", "bytes")
+    page.wait_for_function("() => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.heat.data.metric === 'bytes'")
+    got = page.evaluate("""() => { const cv = document.getElementById('heat-series');
+        const s = document.getElementById('heat-series-scale');
+        const l = document.getElementById('heat-links-scale');
+        return {ticks: JSON.parse(cv.dataset.ticks), steps: Number(cv.dataset.steps),
+                series: {shown: !s.hidden, max: Number(s.dataset.max), text: s.textContent},
+                links: {shown: !l.hidden, max: Number(l.dataset.max), unit: l.dataset.unit},
+                empty: !document.getElementById('heat-hottest-empty').hidden}; }""")
+    # the time axis: the first and last steps' starts, in ms, increasing
+    assert got["steps"] == len(times) and len(got["ticks"]) >= 2
+    ms = [float(x.split()[0]) for x in got["ticks"]]
+    assert ms == sorted(ms) and ms[0] == pytest.approx(times[0] / 1e6, abs=1e-3)
+    assert ms[-1] == pytest.approx(times[-1] / 1e6, rel=0.05, abs=1e-3)
+    # both colour scales: the series' top is its largest tier value; the grid's the
+    # largest group figure, with the unit
+    series = served.get("api/heatmap?metric=bytes")["series"]
+    top = max(max(v) for v in series["tiers"].values())
+    assert got["series"]["shown"] and got["series"]["max"] == pytest.approx(top)
+    topo = served.get("api/topology?metric=bytes")
+    assert got["links"]["shown"] and got["links"]["unit"] == "bytes"
+    assert got["links"]["max"] == pytest.approx(topo["scale"]["hi"])
+    assert not got["empty"]  # the whole run carried traffic
+    shoot(probe, shots, "heatmap-scales")
+    # an idle step: the hottest list is empty and says why
+    page.evaluate("(t) => { const s = document.getElementById('heat-time'); s.value = t; "
+                  "s.dispatchEvent(new Event('change')); }",
+                  str(idle[0]))
+    page.wait_for_function("(t) => window.aifabric.state.pending === 0 && "
+                           "window.aifabric.state.heat.data.t === t", arg=idle[0])
+    msg = page.locator("#heat-hottest-empty")
+    assert msg.is_visible() and f"at step {idle[0]}" in msg.text_content()
+    assert "No link carried bytes" in msg.text_content()
+    assert page.locator("#heat-hottest tbody tr").count() == 0
+    shoot(probe, shots, "heatmap-idle-step")
     probe.assert_clean()

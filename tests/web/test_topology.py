@@ -394,3 +394,51 @@ def test_speed(hpn) -> None:
     t = time.perf_counter()
     search(f, "tor-s01")
     assert time.perf_counter() - t < 1.0
+
+
+@pytest.mark.parametrize("stat", ["max", "p99", "mean"])
+def test_a_group_is_coloured_by_the_statistic_of_its_links(hpn, stat: str) -> None:
+    """Issue 30: each overview edge's per_link is ``stat`` of its links' values in each
+    direction (the larger direction), computed here link by link from the grouping: a
+    single hot link among 1,024 cold ones shows in its group with max (and not with the
+    mean, the washout the issue measured)."""
+    from aifabric.web.topology import _groups
+
+    f = hpn
+    v = np.random.default_rng(7).random(2 * f.n_links)
+    o = overview(f, v, agg="sum", stat=stat)
+    assert o["stat"] == stat and o["colour_by"].startswith("per link")
+    le = _groups(f, "auto").link_edge  # the grouping overview(level="auto") used
+    fn = {"max": np.max, "mean": np.mean, "p99": lambda x: np.percentile(x, 99)}[stat]
+    for e in range(0, len(o["edges"]), 7):  # a seventh of the edges, every tier
+        links = np.flatnonzero(le == e)
+        want = max(fn(v[2 * links]), fn(v[2 * links + 1]))
+        assert o["edges"][e]["per_link"] == pytest.approx(want), (stat, e)
+    # one hot arc among cold ones: its edge is the hottest, at the arc's own value
+    # with max; the mean of its group is far below
+    cold = np.full(2 * f.n_links, 0.01)
+    hot_link = int(np.flatnonzero(le >= 0)[len(np.flatnonzero(le >= 0)) // 2])
+    cold[2 * hot_link] = 0.9
+    o = overview(f, cold, stat=stat)
+    edge = o["edges"][int(le[hot_link])]
+    n_links = int((le == le[hot_link]).sum())
+    if stat == "max":
+        assert edge["per_link"] == pytest.approx(0.9)
+        assert max(e["per_link"] for e in o["edges"]) == edge["per_link"]
+    elif stat == "mean":
+        assert edge["per_link"] == pytest.approx((0.9 + 0.01 * (n_links - 1)) / n_links)
+    # the stat colours the uplink groups of a segment too
+    sv = segment_view(f, 0, v, agg="sum", stat=stat)
+    assert sv["stat"] == stat
+    for e in sv["edges"]:
+        if e["tier"] == "access":
+            assert e["per_link"] == e["value"]  # one link: its own figure
+
+
+def test_an_unknown_group_statistic_names_the_field(hpn) -> None:
+    for call in (lambda: overview(hpn, None, stat="median"),
+                 lambda: segment_view(hpn, 0, None, stat="median")):
+        with pytest.raises(SpecError) as err:
+            call()
+        assert err.value.problems[0].path == "stat"
+        assert "max, p99, mean" in str(err.value.problems[0])

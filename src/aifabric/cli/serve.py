@@ -35,6 +35,9 @@ def serve_cmd(
                                "other than loopback exposes the twin to the network"),
     open_browser: bool = typer.Option(False, "--open/--no-open", help="open the page in "
                                       "the default browser once serving"),
+    max_body: str = typer.Option("1MiB", "--max-body", metavar="SIZE",
+                                 help="largest request body accepted (a larger one "
+                                 "answers 413 before it is parsed): a size, 1MiB, 64kB"),
 ) -> None:
     """Serve the twin as a web page: topology, heatmap, collective paths, what-if
     failures and the files of a run.
@@ -46,9 +49,11 @@ def serve_cmd(
     `/api`. Ctrl-C stops.
     """
     from aifabric.errors import Problem, SpecError
+    from aifabric.spec.units import parse_size
     from aifabric.telemetry.exporter import is_loopback, parse_listen
 
     host, port = _parse_listen(listen, parse_listen)
+    max_body_bytes = parse_size(max_body, "--max-body")
     try:
         import fastapi  # noqa: F401  (the web extra)
         import uvicorn  # noqa: F401
@@ -80,7 +85,7 @@ def serve_cmd(
                               "whoever reaches it can read the twin and its run folder",
                               markup=False, soft_wrap=True)
         try:
-            _serve(twin, sock, host, open_browser)
+            _serve(twin, sock, host, open_browser, max_body_bytes)
         finally:
             twin.close()  # the lab collector's threads
     finally:
@@ -171,7 +176,8 @@ def _server_class() -> Any:
     return Server
 
 
-def _serve(twin: Any, sock: Any, host: str, open_browser: bool) -> None:
+def _serve(twin: Any, sock: Any, host: str, open_browser: bool,
+           max_body_bytes: int) -> None:
     """Run uvicorn on ``sock`` until SIGINT/SIGTERM."""
     import threading
     import time
@@ -186,7 +192,8 @@ def _serve(twin: Any, sock: Any, host: str, open_browser: bool) -> None:
     # a loopback server answers only Host headers naming loopback (against DNS
     # rebinding): the usual names, the address it is bound to and the host as given
     allowed = [*_LOOPBACK_HOSTS, bound[0], shown, host]
-    app = create_app(twin, allowed_hosts=allowed if is_loopback(bound[0]) else None)
+    app = create_app(twin, allowed_hosts=allowed if is_loopback(bound[0]) else None,
+                     max_body_bytes=max_body_bytes)
     url = f"http://{shown}:{bound[1]}/"
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=2, server_header=False)

@@ -24,8 +24,15 @@ Why it is shaped this way:
   images are pointed at ``/files/``; everything else is JSON, which the page puts in as
   text.
 
-The twin is not assumed thread-safe: FastAPI runs these (synchronous) handlers in a
-thread pool, so every call into the twin holds one lock.
+- **Bounded input, reads never queued.** A request body over ``max_body_bytes``
+  (default 1 MiB, ``aifabric serve --max-body``) answers 413 as it streams in, before
+  anything parses it (:class:`~aifabric.web.http.BodyLimit`). FastAPI runs the
+  (synchronous) handlers in a thread pool, several at once; the twin holds its lock only
+  to look up and store a cache entry, never while it routes a failure set, so
+  ``/api/info`` or a view of the base routing answers while what-ifs compute. What may
+  route or trace a lot (what-if, a trace, a view with ``fail=``) computes at most
+  (cores / 2) at a time: more threads computing would only queue for the GIL, and each
+  read would wait longer for it (``benchmarks/bench_web.py``).
 
 Where it lives: :mod:`aifabric.web.routes` (one router per area: the page, the views,
 trace, what-if, the run folder, the lab), :mod:`aifabric.web.models` (the response
@@ -44,7 +51,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aifabric.errors import SpecError
-from aifabric.web.http import Guard, NotFound, error_response
+from aifabric.web.http import MAX_BODY_BYTES, BodyLimit, Guard, NotFound, error_response
 from aifabric.web.models import ErrorOut
 from aifabric.web.routes import lab, page, run, trace, views, whatif
 from aifabric.web.routes.common import TwinCall
@@ -57,8 +64,16 @@ if TYPE_CHECKING:
 __all__ = ["MAX_FAIL", "STATIC_DIR", "create_app"]
 
 
-def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None) -> FastAPI:
+def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None,
+               max_body_bytes: int = MAX_BODY_BYTES,
+               heavy_at_once: int | None = None) -> FastAPI:
     """The FastAPI application serving ``twin``.
+
+    ``heavy_at_once``: what-ifs, traces and views with a failure set computing at a time
+    (default: half the cores, at least 1).
+
+    ``max_body_bytes``: the largest request body accepted (a larger one answers 413
+    before anything parses it; :class:`~aifabric.web.http.BodyLimit`).
 
     ``allowed_hosts``: the ``Host`` headers to accept (``aifabric serve`` passes the
     loopback names when it listens on loopback, so a web page elsewhere cannot reach the
@@ -76,10 +91,11 @@ def create_app(twin: Twin, *, allowed_hosts: list[str] | None = None) -> FastAPI
     _errors(app)
     app.include_router(page.router())
     page.mount_static(app)
-    call = TwinCall()
+    call = TwinCall(heavy_at_once)
     for area in (views, trace, whatif, run, lab):
         app.include_router(area.router(twin, call))
-    app.add_middleware(Guard, allowed_hosts=allowed_hosts)
+    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
+    app.add_middleware(Guard, allowed_hosts=allowed_hosts)  # outermost: runs first
     return app
 
 

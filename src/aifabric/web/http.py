@@ -1,6 +1,8 @@
 """What every answer of the web app shares: JSON encoding (numpy values, NaN as null),
-the one-line error answer, the Content-Security-Policies, and :class:`Guard`, the
-middleware that checks the ``Host`` header and puts the security headers on."""
+the one-line error answer, the Content-Security-Policies, :class:`Guard`, the
+middleware that checks the ``Host`` header and puts the security headers on, and
+:class:`BodyLimit`, the middleware that refuses a request body over
+:data:`MAX_BODY_BYTES` (413) while it streams in, before anything parses it."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from fastapi.responses import Response
 
 from aifabric.errors import SpecError
 
-__all__ = ["CONTROL", "FILE_CSP", "PAGE_CSP", "Guard", "NotFound", "encode", "error_response",
-           "json_response"]
+__all__ = ["CONTROL", "FILE_CSP", "MAX_BODY_BYTES", "PAGE_CSP", "BodyLimit", "Guard",
+           "NotFound", "encode", "error_response", "json_response"]
 
 #: the page's Content-Security-Policy (also in index.html's <meta>): this origin only
 PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -24,6 +26,9 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 #: a file of the run folder or the API page: no script at all
 FILE_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
+#: the largest request body accepted by default (``aifabric serve --max-body``): the API's
+#: bodies are a what-if's failure names (at most 64 of 200 characters), far under this
+MAX_BODY_BYTES = 1 << 20
 #: C0 control characters and DEL: never in a name, a path or an error line
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -122,3 +127,57 @@ class Guard:
                          "(127.0.0.1, localhost, [::1])", 400)(scope, receive, add)
             return
         await self.app(scope, receive, add)
+
+
+class BodyLimit:
+    """Pure ASGI middleware: a request body over ``max_body_bytes`` answers 413 (one line
+    of JSON) before the application sees any of it.
+
+    A ``Content-Length`` over the limit is refused at once, unread. Otherwise the body
+    is read here as it streams in (``http.request`` messages, chunked or not), counting
+    bytes, and refused the moment the count passes the limit, so at most the limit
+    plus one message is ever held; a body within the limit is handed on unchanged. What
+    the client still sends after the 413 is discarded by the server as it arrives.
+    """
+
+    def __init__(self, app: Any, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.limit = int(max_body_bytes)
+
+    def _too_large(self, got: str) -> Response:
+        return error_response(f"body: {got}; allowed: at most {self.limit} bytes "
+                              "(aifabric serve --max-body)", 413)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None:
+            text = length.decode("latin-1").strip()
+            if not text.isdigit():
+                await error_response("content-length: not a number of bytes", 400)(
+                    scope, receive, send)
+                return
+            if int(text) > self.limit:
+                await self._too_large(f"{int(text)} bytes (content-length)")(
+                    scope, receive, send)
+                return
+        held: list[Any] = []
+        size = 0
+        while True:
+            message = await receive()
+            held.append(message)
+            if message["type"] != "http.request":
+                break  # a disconnect: the application sees it as it would have
+            size += len(message.get("body", b""))
+            if size > self.limit:
+                await self._too_large(f"more than {self.limit} bytes")(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Any:
+            return held.pop(0) if held else await receive()
+
+        await self.app(scope, replay, send)

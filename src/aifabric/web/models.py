@@ -11,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aifabric.web.twin.core import MAX_FAIL  # failure names per request: one limit for both
 
-__all__ = ["ErrorOut", "FabricInfo", "GraphEdge", "GraphNode", "HeatmapOut", "HotLink",
-           "InfoOut", "LabOut", "RunFile", "RunOut", "SearchHit", "SegmentOut", "TableOut",
-           "TierStat", "TopologyOut", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
+__all__ = ["ColourScale", "ErrorOut", "FabricInfo", "GraphEdge", "GraphNode", "HeatmapOut",
+           "HotLink", "InfoOut", "LabOut", "RunFile", "RunOut", "SearchHit", "SegmentOut",
+           "TableOut", "TierStat", "TopologyOut", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
 
 
 class _Open(BaseModel):
@@ -72,17 +72,33 @@ class GraphEdge(_Open):
     value: float | None = None
 
 
+class ColourScale(_Open):
+    lo: float = Field(description="the value of the scale's bottom colour (0)")
+    hi: float = Field(description="the value of its top colour: the largest per_link "
+                      "drawn")
+    min: float = Field(description="smallest per_link drawn")
+    max: float = Field(description="largest per_link drawn")
+    unit: str = Field(description="unit of the values (utilization: a fraction of "
+                      "capacity)")
+
+
 class TopologyOut(_Open):
     level: str = Field(description="segment | pod: how far the groups are aggregated")
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     tiers: list[str] = Field(default_factory=list)
     failed: list[str] = Field(default_factory=list, description="the failure set applied")
+    stat: str | None = Field(None, description="max | p99 | mean: how an edge's per_link "
+                             "sums up its links")
+    scale: ColourScale | None = Field(None, description="the colour scale; null without "
+                                      "a metric")
 
 
 class SegmentOut(_Open):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
+    stat: str | None = None
+    scale: ColourScale | None = None
 
 
 class SearchHit(_Open):

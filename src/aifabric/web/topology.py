@@ -28,8 +28,8 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
-__all__ = ["AGGS", "COLOUR_BY", "LEVELS", "MAX_GROUPS", "TIERS", "node_dead", "overview", "search",
-           "segment_view", "short_labels"]
+__all__ = ["AGGS", "COLOUR_BY", "LEVELS", "MAX_GROUPS", "STATS", "TIERS", "node_dead",
+           "overview", "search", "segment_view", "short_labels"]
 
 #: tiers top to bottom (the ``tiers`` of :func:`overview`)
 TIERS = ["core", "agg", "tor", "host"]
@@ -37,6 +37,9 @@ TIERS = ["core", "agg", "tor", "host"]
 LEVELS = ("auto", "segment", "pod")
 #: how a group edge aggregates the metric of its arcs
 AGGS = ("mean", "sum", "max")
+#: how a group edge's ``per_link`` figure sums up its links' figures (each direction, then
+#: the larger): the hottest link shows in its group with "max"
+STATS = ("max", "p99", "mean")
 #: "auto" picks the finest level with at most this many group nodes
 MAX_GROUPS = 800
 #: longest search query accepted
@@ -300,6 +303,33 @@ def _reduce(idx: np.ndarray, values: np.ndarray, n: int, agg: str) -> np.ndarray
     return np.divide(s, cnt, out=np.zeros(n), where=cnt > 0)
 
 
+def _reduce_stat(idx: np.ndarray, values: np.ndarray, n: int, stat: str) -> np.ndarray:
+    """``stat`` (:data:`STATS`) of ``values`` per bucket ``idx`` (0 for an empty bucket);
+    p99 interpolates linearly as ``np.percentile`` does, for every bucket in one sort."""
+    if stat != "p99":
+        return _reduce(idx, values, n, stat)
+    out = np.zeros(n)
+    if not len(idx):
+        return out
+    order = np.lexsort((values, idx))
+    gi, v = idx[order], values[order]
+    cnt = np.bincount(gi, minlength=n)
+    start = np.concatenate([[0], np.cumsum(cnt)[:-1]])
+    has = np.flatnonzero(cnt > 0)
+    pos = 0.99 * (cnt[has] - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, cnt[has] - 1)
+    a, b = v[start[has] + lo], v[start[has] + hi]
+    out[has] = a + (b - a) * (pos - lo)
+    return out
+
+
+def _check_stat(stat: str | None) -> None:
+    if stat is not None and stat not in STATS:
+        raise SpecError(Problem("stat", f"{stat!r} is not a group statistic; allowed: "
+                                + ", ".join(STATS)))
+
+
 def node_dead(f: Fabric, alive: np.ndarray | None) -> np.ndarray:
     """Bool per node: cut off by failed links. A switch or NIC port is dead when all its
     scale-out links (access, leaf-spine, spine-core) are; a host when all its NIC ports
@@ -328,15 +358,20 @@ def node_dead(f: Fabric, alive: np.ndarray | None) -> np.ndarray:
 
 # --------------------------------------------------------------------- overview
 def overview(f: Fabric, arc_value: np.ndarray | None, *, level: str = "auto",
-             alive: np.ndarray | None = None, agg: str = "mean") -> dict[str, Any]:
+             alive: np.ndarray | None = None, agg: str = "mean",
+             stat: str | None = None) -> dict[str, Any]:
     """The aggregated graph of ``f`` (see the module docstring and the web contract).
 
     ``arc_value``: the metric per arc (``2l`` up, ``2l+1`` down) or None; ``alive``: bool
-    per link; ``agg``: how an edge combines its arcs' values per direction. Every link
-    is counted once: on exactly one edge, or in ``links_inside`` of one group."""
+    per link; ``agg``: how an edge combines its arcs' values per direction (``up``,
+    ``down``, ``value``); ``stat``: how its ``per_link`` figure, the one the page
+    colours by, sums up its arcs' values (:data:`STATS`; None: the edge's value per
+    link, a sum divided by its links). Every link is counted once: on exactly one edge,
+    or in ``links_inside`` of one group."""
     if level not in LEVELS:
         raise SpecError(Problem("level", f"{level!r} is not a level; allowed: "
                                 + ", ".join(LEVELS)))
+    _check_stat(stat)
     arc_value, alive = _check_arrays(f, arc_value, alive, agg)
     g = _groups(f, level)
     E = len(g.edge_src)
@@ -354,6 +389,7 @@ def overview(f: Fabric, arc_value: np.ndarray | None, *, level: str = "auto",
     if arc_value is not None:
         up = _reduce(eidx, arc_value[2 * out_links], E, agg)
         down = _reduce(eidx, arc_value[2 * out_links + 1], E, agg)
+        per = _per_link_stat(eidx, arc_value, out_links, E, stat)
     nodes = []
     for i in range(g.n):  # group nodes
         k = int(g.kind[i])
@@ -381,18 +417,36 @@ def overview(f: Fabric, arc_value: np.ndarray | None, *, level: str = "auto",
         if arc_value is not None:
             u, d = float(up[e]), float(down[e])
             edge.update(up=u, down=d, value=max(u, d),
-                        per_link=_per_link(max(u, d), int(g.edge_links[e]), agg))
+                        per_link=_per_link(max(u, d), int(g.edge_links[e]), agg)
+                        if per is None else float(per[e]))
         else:
             edge.update(up=None, down=None, value=None, per_link=None)
         edges.append(edge)
-    return {"level": g.level, "planes_merged": g.merged, "agg": agg, "nodes": nodes,
-            "edges": edges, "tiers": list(TIERS), "colour_by": COLOUR_BY[agg]}
+    return {"level": g.level, "planes_merged": g.merged, "agg": agg, "stat": stat,
+            "nodes": nodes, "edges": edges, "tiers": list(TIERS),
+            "colour_by": COLOUR_BY[agg] if stat is None else STAT_COLOUR_BY[stat]}
+
+
+def _per_link_stat(eidx: np.ndarray, arc_value: np.ndarray, links: np.ndarray, E: int,
+                   stat: str | None) -> np.ndarray | None:
+    """Per edge: ``stat`` of its links' values in each direction, the larger of the
+    two (None without a ``stat``)."""
+    if stat is None:
+        return None
+    return np.maximum(_reduce_stat(eidx, arc_value[2 * links], E, stat),
+                      _reduce_stat(eidx, arc_value[2 * links + 1], E, stat))
 
 
 #: what an edge's ``per_link`` is, per aggregation (the page's legend says it)
 COLOUR_BY = {"sum": "per link: a group's sum divided by its links",
              "mean": "per link: the mean over a group's links",
              "max": "per link: the largest of a group's links"}
+
+
+#: what an edge's ``per_link`` is, per group statistic
+STAT_COLOUR_BY = {"max": "per link: the hottest of a group's links",
+                  "p99": "per link: the 99th percentile of a group's links",
+                  "mean": "per link: the mean over a group's links"}
 
 
 def _per_link(value: float, links: int, agg: str) -> float:
@@ -421,7 +475,8 @@ def _ips(x: np.ndarray) -> np.ndarray:
 
 
 def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
-                 alive: np.ndarray | None = None, agg: str = "mean") -> dict[str, Any]:
+                 alive: np.ndarray | None = None, agg: str = "mean",
+                 stat: str | None = None) -> dict[str, Any]:
     """One segment: every ToR (rail-major, then side), every host (active and backup),
     one edge per access link host -> ToR with its interface names and the NIC's IP, and
     the ToRs' uplinks aggregated per agg group (the :func:`overview` group ids)."""
@@ -432,16 +487,18 @@ def segment_view(f: Fabric, segment: int, arc_value: np.ndarray | None, *,
         raise SpecError(Problem("segment", f"{segment!r} is not a segment of {f.name}; "
                                 f"allowed: 0..{segs - 1}"))
     s = int(segment)
+    _check_stat(stat)
     arc_value, alive = _check_arrays(f, arc_value, alive, agg)
     m = _segment_members(f, s)
     up = _segment_uplinks(f, m.tors)
     nodes = _segment_nodes(f, m, up, node_dead(f, alive))
     edges = _access_edges(f, m, arc_value, alive) + _uplink_edges(f, m, up, arc_value, alive,
-                                                                  agg)
+                                                                  agg, stat)
     return {"segment": s, "segments": segs,
             "pod": int(n.pod[m.tors[0]]) if len(m.tors) else -1,
             "nodes": nodes, "edges": edges, "tors": len(m.tors), "hosts": len(m.hosts),
-            "agg": agg, "colour_by": COLOUR_BY[agg]}
+            "agg": agg, "stat": stat,
+            "colour_by": COLOUR_BY[agg] if stat is None else STAT_COLOUR_BY[stat]}
 
 
 @dataclass
@@ -571,7 +628,8 @@ def _access_edges(f: Fabric, m: _Members, arc_value: np.ndarray | None,
 
 
 def _uplink_edges(f: Fabric, m: _Members, up: _Uplinks, arc_value: np.ndarray | None,
-                  alive: np.ndarray | None, agg: str) -> list[dict[str, Any]]:
+                  alive: np.ndarray | None, agg: str,
+                  stat: str | None = None) -> list[dict[str, Any]]:
     """One edge per (ToR, agg group): its links, how many are down, capacity, load."""
     L = f.links
     upl, einv, ue, g, ug = up.links, up.edge, up.edge_key, up.g, up.agg_groups
@@ -588,6 +646,7 @@ def _uplink_edges(f: Fabric, m: _Members, up: _Uplinks, arc_value: np.ndarray | 
     if arc_value is not None:
         eu = _reduce(einv, arc_value[2 * upl], E, agg)
         ed = _reduce(einv, arc_value[2 * upl + 1], E, agg)
+        per = _per_link_stat(einv, arc_value, upl, E, stat)
     W = max(len(ug), 1)
     edges: list[dict[str, Any]] = []
     for e in range(E):  # ToRs x agg groups: a few dozen
@@ -598,7 +657,8 @@ def _uplink_edges(f: Fabric, m: _Members, up: _Uplinks, arc_value: np.ndarray | 
         if arc_value is not None:
             u, d = float(eu[e]), float(ed[e])
             edge.update(up=u, down=d, value=max(u, d),
-                        per_link=_per_link(max(u, d), int(cnt[e]), agg))
+                        per_link=_per_link(max(u, d), int(cnt[e]), agg)
+                        if per is None else float(per[e]))
         else:
             edge.update(up=None, down=None, value=None, per_link=None)
         edges.append(edge)

@@ -41,7 +41,7 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
                                      "listed paths' arcs and the heaviest (`truncated` "
                                      "says how many of how many)"),
               fail: list[str] = fail_q) -> Response:
-        return call(twin.trace, collective=collective, job=job, src=src, dst=dst,
+        return call.heavy_call(twin.trace, collective=collective, job=job, src=src, dst=dst,
                     fail=fail_set(fail), max_edges=max_edges)
 
     return r

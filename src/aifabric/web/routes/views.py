@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from aifabric.errors import SpecError
 from aifabric.web.http import NotFound
 from aifabric.web.models import HeatmapOut, InfoOut, SearchHit, SegmentOut, TopologyOut
-from aifabric.web.routes.common import MAX_NAME, TwinCall, fail_q, fail_set, metric_q, t_q
+from aifabric.web.routes.common import MAX_NAME, TwinCall, fail_q, fail_set, metric_q, stat_q, t_q
 
 if TYPE_CHECKING:
     from aifabric.web.twin import Twin
@@ -25,28 +26,38 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
     @r.get("/api/info", response_model=InfoOut, summary="What is served",
            description="Mode (design, run or lab), the fabric's size, the views and "
            "metrics available, the time steps and what a run folder lacks.")
-    def info() -> Response:
-        return call(twin.info)
+    async def info() -> Response:
+        # asked while what-ifs keep the threads busy: each hop costs a wait for the GIL,
+        # so what is made already is answered here, on the event loop (well under 1 ms)
+        if twin.info_is_quick():
+            return call(twin.info)
+        return await run_in_threadpool(call, twin.info)
 
     @r.get("/api/topology", response_model=TopologyOut,
            summary="The fabric as aggregated groups",
            description="Hosts per segment, ToRs per segment and plane, aggs per pod, "
            "plane and group, cores per plane and group, laid out like the LLD, with "
-           "link counts and the load of each group's links in each direction.")
+           "link counts and the load of each group's links in each direction; each "
+           "group edge's `per_link` (what the page colours by) is the max, p99 or mean "
+           "of its links (`stat`), and `scale` gives the colour scale's ends and unit.")
     def topology(metric: str | None = metric_q, t: int = t_q,
                  level: str = Query("auto", pattern="^(auto|segment|pod)$",
                                     description="auto | segment | pod"),
-                 fail: list[str] = fail_q) -> Response:
-        return call(twin.topology, metric=metric, t=t, level=level, fail=fail_set(fail))
+                 fail: list[str] = fail_q, stat: str = stat_q) -> Response:
+        how = call.heavy_call if fail else call  # a failure set may need routing
+        return how(twin.topology, metric=metric, t=t, level=level, fail=fail_set(fail),
+                   stat=stat)
 
     @r.get("/api/segment/{seg}", response_model=SegmentOut,
            summary="One segment: its ToRs, hosts and ports",
            description="Every ToR and host of the segment, one edge per access link "
            "(with port names, NIC and IP) and the ToR uplinks per agg group.")
     def segment(seg: int, metric: str | None = metric_q, t: int = t_q,
-                fail: list[str] = fail_q) -> Response:
+                fail: list[str] = fail_q, stat: str = stat_q) -> Response:
         try:
-            return call(twin.segment, seg, metric=metric, t=t, fail=fail_set(fail))
+            how = call.heavy_call if fail else call
+            return how(twin.segment, seg, metric=metric, t=t, fail=fail_set(fail),
+                       stat=stat)
         except SpecError as err:
             if any(p.path == "segment" for p in err.problems):
                 raise NotFound(err.problems) from None
@@ -67,6 +78,7 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
     def heatmap(metric: str | None = metric_q, t: int = t_q,
                 k: int = Query(20, ge=1, le=1000, description="hottest links listed"),
                 fail: list[str] = fail_q) -> Response:
-        return call(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail))
+        how = call.heavy_call if fail else call
+        return how(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail))
 
     return r

@@ -27,11 +27,11 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
     @r.post("/api/whatif", response_model=WhatifOut, summary="Fail something, re-route",
             description=_DOC)
     def whatif(body: WhatifIn = Body(...)) -> Response:
-        return call(twin.whatif, fail_set(body.fail))
+        return call.heavy_call(twin.whatif, fail_set(body.fail))
 
     @r.get("/api/whatif", response_model=WhatifOut,
            summary="Fail something, re-route (for scripts)", description=_DOC)
     def whatif_get(fail: list[str] = fail_q) -> Response:
-        return call(twin.whatif, fail_set(fail))
+        return call.heavy_call(twin.whatif, fail_set(fail))
 
     return r

@@ -104,7 +104,10 @@ class RoutedState:
 # ------------------------------------------------------------------------ core
 class TwinCore:
     """What every part of the twin shares: the fabric, the routed flows, the routing of
-    each failure set (cached), the loads; one lock for the threads of the server."""
+    each failure set (cached), the loads. Safe to call from several threads: the caches
+    are guarded by a short lock and each entry is made once, outside it
+    (:meth:`_cached`); what is made is never changed after (``RoutedState.whatif`` is
+    set once, to the same answer by whoever sets it)."""
 
     mode: str
     name: str
@@ -138,8 +141,13 @@ class TwinCore:
         self._pinned_paths: Any = None
         self._base_cache: dict[str, Any] = {}
         self._has_scenario = False
-        # the server answers from several threads: one routing (and cache update) at a time
-        self._lock = threading.RLock()
+        # the server answers from several threads: the lock guards the caches only (held
+        # to look up and store, never while routing: see _cached)
+        self._lock = threading.Lock()
+        self._flights: dict[tuple[int, Any], threading.Event] = {}
+        #: called with the failure set before it is routed (a test holds a what-if here)
+        self.before_route: Any = None
+        self._lab_lock = threading.Lock()  # the lab's collector and counters: one reader
         self._lab_prev: tuple[float, dict[tuple[str, str], tuple[float, float]]] | None = None
     # --------------------------------------------------------------- routing
     def _need_fabric(self, what: str) -> Fabric:
@@ -165,13 +173,49 @@ class TwinCore:
 
     def _state(self, fail: tuple[str, ...]) -> RoutedState:
         """The routing with failure set ``fail`` on top of the scenario's (cached)."""
-        with self._lock:
-            return self._state_locked(self._key(fail))
+        return self._cached(self._states, self._key(fail), self._route_state)  # type: ignore[no-any-return]
 
-    def _state_locked(self, key: tuple[str, ...]) -> RoutedState:
-        if key in self._states:
-            self._states.move_to_end(key)
-            return self._states[key]
+    def _cached(self, cache: dict[Any, Any], key: Any, make: Any,
+                limit: int | None = CACHE + 1) -> Any:
+        """``cache[key]``, made by ``make(key)`` when missing: once, outside the lock.
+
+        The lock is held only to look up and to store, so a call that needs something
+        already made (``/api/info``, the base routing's views) never waits on one that
+        is making something else (a what-if routing a new failure set). A second caller
+        of the same missing key waits for the first one's result instead of making it
+        again; if the first one failed, it tries itself (and fails the same way). An
+        OrderedDict cache keeps the ``limit`` most recently used keys, the base (``()``)
+        always.
+        """
+        flight_key = (id(cache), key)
+        while True:
+            with self._lock:
+                if key in cache:
+                    if isinstance(cache, OrderedDict):
+                        cache.move_to_end(key)
+                    return cache[key]
+                done = self._flights.get(flight_key)
+                if done is None:
+                    done = self._flights[flight_key] = threading.Event()
+                    break
+            done.wait()
+        try:
+            value = make(key)
+            with self._lock:
+                cache[key] = value
+                if isinstance(cache, OrderedDict) and limit is not None:
+                    while len(cache) > limit:
+                        old = next((k for k in cache if k), None)
+                        if old is None:
+                            break
+                        del cache[old]
+            return value
+        finally:
+            with self._lock:
+                del self._flights[flight_key]
+            done.set()
+
+    def _route_state(self, key: tuple[str, ...]) -> RoutedState:
         from aifabric.routing.route import route
 
         f = self.fabric
@@ -182,20 +226,15 @@ class TwinCore:
                 raise SpecError(Problem("fail", "what-if is not available for a workload "
                                         "with pinned paths (they cannot move)"))
             down |= parse_failures(f, key)
+            if self.before_route is not None:
+                self.before_route(key)
         if not key and not self._reroute:
             routed = self._pinned_routed()
         else:
             seed = int(getattr(self.scenario, "seed", 0) or 0) if self._dag is not None else 0
             routed = route(f, self._flows, self._policy, failures=~down,
                            pinned=self._pinned, seed=seed)
-        st = self._make_state(key, down, routed)
-        self._states[key] = st
-        if len(self._states) > CACHE + 1:  # the base stays
-            for k in list(self._states):
-                if k:
-                    del self._states[k]
-                    break
-        return st
+        return self._make_state(key, down, routed)
 
     def _pinned_routed(self) -> Routed:
         """The simulators' own paths (pinned connections included) as a Routed."""
@@ -235,15 +274,11 @@ class TwinCore:
     def load(self, fail: tuple[str, ...] = ()) -> LoadSeries:
         """Per-arc loads (cached per failure set): the run's own where no failure is
         added, else the routing model's."""
-        with self._lock:
-            return self._load_locked(self._key(fail))
+        return self._cached(self._loads, self._key(fail), self._make_load)  # type: ignore[no-any-return]
 
-    def _load_locked(self, key: tuple[str, ...]) -> LoadSeries:
+    def _make_load(self, key: tuple[str, ...]) -> LoadSeries:
         from aifabric.web import loads
 
-        if key in self._loads:
-            self._loads.move_to_end(key)
-            return self._loads[key]
         series = None
         routed = self.fabric is not None and self._flows is not None
         if not key and self.run_command == "simulate" and self.tables:
@@ -271,12 +306,6 @@ class TwinCore:
                                         f"({type(exc).__name__})")) from None
         else:
             raise SpecError(Problem("metric", "no loads: nothing routed or measured here"))
-        self._loads[key] = series
-        if len(self._loads) > CACHE + 1:
-            for k in list(self._loads):
-                if k:
-                    del self._loads[k]
-                    break
         return series
 
     def transfer_arcs(self) -> sp.csr_matrix | None:
@@ -310,10 +339,7 @@ class TwinCore:
 
     def _base_extra(self, name: str, make: Any) -> Any:
         """A figure of the base routing, computed once."""
-        with self._lock:
-            if name not in self._base_cache:
-                self._base_cache[name] = make()
-            return self._base_cache[name]
+        return self._cached(self._base_cache, name, lambda _: make(), limit=None)
 
 
 def _measured_util(f: Fabric, links: dict[str, np.ndarray]) -> np.ndarray | None:

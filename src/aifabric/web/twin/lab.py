@@ -19,6 +19,10 @@ class LabView(TwinCore):
         BGP sessions, which targets answered, the injected failures."""
         if self.mode != "lab":
             raise SpecError(Problem("lab", "not serving a lab; allowed: serve --lab"))
+        with self._lab_lock:
+            return self._lab_state()
+
+    def _lab_state(self) -> dict[str, Any]:
         from aifabric.telemetry.exporter import LabCollector
 
         t0 = time.perf_counter()

@@ -20,19 +20,20 @@ __all__ = ["Views"]
 class Views(TwinCore):
     """info, topology, segment, heatmap, search."""
 
+    def info_is_quick(self) -> bool:
+        """:meth:`info` would only read what is made already (the server may then answer
+        it on its event loop, without a hop through the thread pool)."""
+        return () in self._loads and (self.fabric is None
+                                      or "info_fabric" in self._base_cache)
+
     def info(self) -> dict[str, Any]:
         """What this twin is and what the page can show."""
         f = self.fabric
         fab = None
         if f is not None:
-            n = f.nodes
-            fab = {"name": f.name, "family": f.family,
-                   "gpus": int((n.kind == NodeKind.GPU).sum()),
-                   "hosts": int((n.kind == NodeKind.HOST).sum()),
-                   "switches": int(f.is_switch.sum()), "links": int(f.n_links),
-                   "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
-                   "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
-                   "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}
+            # counted once: under load each numpy call here hands the GIL to the
+            # what-ifs' threads and waits to get it back
+            fab = dict(self._base_extra("info_fabric", lambda: _fabric_figures(f)))
         routed = f is not None and self._flows is not None
         views = ["topology"] if f is not None else []
         if routed or self.tables:
@@ -84,17 +85,20 @@ class Views(TwinCore):
         return series, m, series.arc_values(m, tt), tt
 
     def topology(self, *, metric: str | None = None, t: int | None = None,
-                 level: str = "auto", fail: tuple[str, ...] = ()) -> dict[str, Any]:
+                 level: str = "auto", fail: tuple[str, ...] = (),
+                 stat: str = "max") -> dict[str, Any]:
         """The aggregated graph (:func:`aifabric.web.topology.overview`) coloured by
-        ``metric`` at step ``t``, with the failure set."""
+        ``metric`` at step ``t``, each group edge by the ``stat`` (max, p99, mean) of its
+        links, with the failure set and the colour scale (:func:`colour_scale`)."""
         from aifabric.web.topology import overview
 
         f = self._need_fabric("topology")
         alive = self.alive(fail)
         vals, m, agg = self._colour(metric, t, fail)
-        out = overview(f, vals, level=level, alive=alive, agg=agg)
+        out = overview(f, vals, level=level, alive=alive, agg=agg, stat=stat)
         out.update({"metric": m, "failed": list(self._norm(fail)),
-                    "links_down": int((~alive).sum())})
+                    "links_down": int((~alive).sum()),
+                    "scale": colour_scale(m, out["edges"])})
         return out
 
     def _colour(self, metric: str | None, t: int | None, fail: tuple[str, ...]
@@ -107,15 +111,17 @@ class Views(TwinCore):
         return vals, m, series.agg.get(m, "mean")
 
     def segment(self, seg: int, *, metric: str | None = None, t: int | None = None,
-                fail: tuple[str, ...] = ()) -> dict[str, Any]:
-        """One segment's ToRs, hosts and ports (:func:`aifabric.web.topology.segment_view`)."""
+                fail: tuple[str, ...] = (), stat: str = "max") -> dict[str, Any]:
+        """One segment's ToRs, hosts and ports (:func:`aifabric.web.topology.segment_view`),
+        the uplink groups coloured by ``stat``, with the colour scale."""
         from aifabric.web.topology import segment_view
 
         f = self._need_fabric("segment")
         alive = self.alive(fail)
         vals, m, agg = self._colour(metric, t, fail)
-        out = segment_view(f, int(seg), vals, alive=alive, agg=agg)
-        out.update({"metric": m, "failed": list(self._norm(fail))})
+        out = segment_view(f, int(seg), vals, alive=alive, agg=agg, stat=stat)
+        out.update({"metric": m, "failed": list(self._norm(fail)),
+                    "scale": colour_scale(m, out["edges"])})
         return out
 
     def heatmap(self, *, metric: str | None = None, t: int | None = None,
@@ -160,3 +166,37 @@ class Views(TwinCore):
         from aifabric.web.topology import search
 
         return search(self._need_fabric("q"), q)
+
+
+#: the unit of each metric's per-link figure (the legend prints it)
+METRIC_UNIT = {"utilization": "fraction of capacity", "peak_utilization":
+               "fraction of capacity", "bytes": "bytes", "queue_bytes": "bytes",
+               "flows": "flows", "ecn_marks": "ECN marks", "pfc_pauses": "PFC pauses",
+               "drops": "packets"}
+
+
+def colour_scale(metric: str | None, edges: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The colour scale of a graph: ``lo`` (0) is the bottom colour, ``hi`` the top one,
+    the largest ``per_link`` drawn, so the hottest group (the hottest link, coloured by
+    max) is always the top colour; ``min`` and ``max`` of what is drawn and the
+    metric's ``unit``. None without a metric."""
+    if metric is None:
+        return None
+    v = np.array([e["per_link"] for e in edges if e.get("per_link") is not None],
+                 dtype=np.float64)
+    v = v[np.isfinite(v)]
+    top = float(v.max()) if len(v) else 0.0
+    return {"lo": 0.0, "hi": top, "min": float(v.min()) if len(v) else 0.0, "max": top,
+            "unit": METRIC_UNIT.get(metric, metric)}
+
+
+def _fabric_figures(f: Any) -> dict[str, Any]:
+    """The fabric's size as /api/info gives it."""
+    n = f.nodes
+    return {"name": f.name, "family": f.family,
+            "gpus": int((n.kind == NodeKind.GPU).sum()),
+            "hosts": int((n.kind == NodeKind.HOST).sum()),
+            "switches": int(f.is_switch.sum()), "links": int(f.n_links),
+            "segments": len(np.unique(n.segment[f.is_switch & (n.segment >= 0)])),
+            "pods": len(np.unique(n.pod[f.is_switch & (n.pod >= 0)])),
+            "planes": len(np.unique(n.plane[f.is_switch & (n.plane >= 0)]))}

@@ -23,14 +23,25 @@ export function scaler(metric, values) {
   f.max = m;
   return f;
 }
+/** The normaliser of a graph the API sent with its colour ``scale`` ({lo, hi, min, max,
+ *  unit}): lo is the bottom colour, hi (the largest figure drawn) the top one, for every
+ *  metric, so the hottest group is always the top colour. Without a scale: scaler(). */
+export function apiScaler(scale, metric, values) {
+  if (!scale) return scaler(metric, values);
+  const lo = Number(scale.lo) || 0; const hi = Number(scale.hi) || 0;
+  const f = hi > lo ? (v) => (v - lo) / (hi - lo) : () => 0;
+  f.max = hi; f.min = lo; f.scale = scale;
+  return f;
+}
 /** The colour of an edge: its per-link figure (a group edge's sum over its links
  *  divided by their number; a mean or max as it is), else its value. */
 export function perLink(e) {
   return e.per_link !== undefined && e.per_link !== null ? e.per_link : e.value;
 }
-/** A legend (colour -> value) into ``box``: a gradient from 0 to the scale's top, and
- *  what the colour means. */
-export function legend(box, metric, top, note) {
+/** A legend (colour -> value) into ``box``: a gradient from the scale's bottom to its
+ *  top with both values, what the colour means, and (given the API's ``scale``) the
+ *  range drawn and the unit. */
+export function legend(box, metric, top, note, scale) {
   clear(box);
   if (!metric) { box.hidden = true; return; }
   box.hidden = false;
@@ -38,8 +49,16 @@ export function legend(box, metric, top, note) {
   const bar = el("span", null, "bar");
   const stops = [0, 0.25, 0.5, 0.75, 1].map((x) => heat(x) + " " + (100 * x) + "%");
   bar.style.background = "linear-gradient(to right, " + stops.join(", ") + ")";
-  box.appendChild(el("span", metricText(metric, 0) || "0", "lo"));
+  const lo = scale ? Number(scale.lo) || 0 : 0;
+  box.appendChild(el("span", metricText(metric, lo) || "0", "lo"));
   box.appendChild(bar);
   box.appendChild(el("span", metricText(metric, top), "hi"));
+  if (scale) {
+    box.appendChild(el("span", "drawn " + metricText(metric, scale.min) + " to "
+      + metricText(metric, scale.max) + " (" + scale.unit + ")", "range"));
+    box.dataset.min = String(scale.min);
+    box.dataset.unit = String(scale.unit);
+  }
+  box.dataset.lo = String(lo);
   box.dataset.max = String(top);
 }

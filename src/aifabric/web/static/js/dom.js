@@ -33,7 +33,8 @@ export function metricText(metric, v) {
   return fmt(v);
 }
 export function ms(ns) { return (Number(ns) / 1e6).toFixed(3) + " ms"; }
-/** Fill a <table> from column names and rows (arrays or objects), every cell as text. */
+/** Fill a <table> from column names and rows (arrays or objects), every cell as text;
+ *  with no rows, ``opts.empty`` (a sentence saying why) goes in as the table's caption. */
 export function fillTable(table, columns, rows, opts) {
   const o = opts || {};
   clear(table);
@@ -54,6 +55,7 @@ export function fillTable(table, columns, rows, opts) {
     tbody.appendChild(tr);
   });
   table.appendChild(tbody);
+  if (!rows.length && o.empty) table.insertBefore(el("caption", o.empty, "empty"), thead);
 }
 /** A two-column table of [label, value] pairs (empty values left out). */
 export function detailRows(pairs) {

@@ -2,7 +2,7 @@
  * one cell per aggregated link group (a click shows it in the topology). */
 
 import { call, guarded } from "./client.js";
-import { heat, perLink, scaler } from "./colour.js";
+import { apiScaler, heat, legend, perLink, scaler } from "./colour.js";
 import { $, fillTable, fmt, metricText, ms } from "./dom.js";
 import { state } from "./state.js";
 import { applyHighlight, drawTopology, drill } from "./topology.js";
@@ -27,27 +27,59 @@ export async function drawHeatmap() {
   const hot = data.hottest || [];
   fillTable($("heat-hottest"), ["from", "from_port", "to", "to_port", "tier", "value"], hot,
     { format: { value: (v) => metricText(h.metric, v) }, onClick: (row) => guarded(() => showLink(row)) });
-  drawSeries(data.series, h);
+  const when = h.t < 0 ? "in the whole run" : "at step " + h.t;
+  empty("heat-tiers-empty", !(data.tiers || []).length,
+    "No tier statistics: the fabric's links are not known here (a run folder without its scenario).");
+  empty("heat-hottest-empty", !hot.length, "No link carried " + h.metric + " " + when
+    + (state.fail.length ? " with the failure set" : "") + ": every value is 0.");
+  drawSeries(data.series, h, times);
   if (state.info.fabric) {
-    h.links = await call("topology", { metric: h.metric, t: h.t }, { withFail: true });
+    h.links = await call("topology", { metric: h.metric, t: h.t, stat: state.topo.stat },
+      { withFail: true });
     drawLinkGrid(h.links, h.metric);
   } else {
     $("heat-links").hidden = true;
   }
   state.stale.heatmap = false;
 }
-/** Tier × time grid of the per-tier series; a click on a column sets the time slider. */
-function drawSeries(series, h) {
+/** Show ``text`` in the message element ``id`` when ``isEmpty``, else hide it. */
+function empty(id, isEmpty, text) {
+  const box = $(id);
+  box.hidden = !isEmpty;
+  box.textContent = isEmpty ? text : "";
+}
+/** Up to ``most`` step indices spread over ``n`` steps, the first and the last included. */
+function ticks(n, most) {
+  if (n <= 1) return n ? [0] : [];
+  const k = Math.min(n, most);
+  const out = [];
+  for (let i = 0; i < k; i += 1) out.push(Math.round((i * (n - 1)) / (k - 1)));
+  return Array.from(new Set(out));
+}
+/** A time for an axis label: ms with as few digits as the span needs. */
+function tickText(ns, spanNs) {
+  const x = Number(ns) / 1e6;
+  const d = spanNs >= 1e7 ? 0 : spanNs >= 1e6 ? 1 : spanNs >= 1e5 ? 2 : 3;
+  return x.toFixed(d) + " ms";
+}
+/** Tier × time grid of the per-tier series, with a time axis (each step's start) and
+ *  its colour scale; a click on a column sets the time slider. */
+function drawSeries(series, h, stepTimes) {
   const cv = $("heat-series"); const ctx = cv.getContext("2d");
   ctx.clearRect(0, 0, cv.width, cv.height);
-  if (!series || !series.tiers) return;
-  const names = Object.keys(series.tiers);
-  const n = (series.times_ns || []).length;
-  if (!names.length || !n) return;
+  const names = series && series.tiers ? Object.keys(series.tiers) : [];
+  const times = (series && series.times_ns) || stepTimes || [];
+  const n = times.length;
+  const none = !names.length || !n;
+  empty("heat-series-empty", none, "No series over time: " + (n ? "no tier has values."
+    : "this run has no time steps (a design, or a run without its samples)."));
+  cv.hidden = none;
+  if (none) { legend($("heat-series-scale"), null); cv.dataset.ticks = "[]"; return; }
   const all = []; for (const k of names) for (const v of series.tiers[k]) all.push(v);
   const scale = scaler(h.metric, all);
-  const left = 110; const rowH = Math.max(8, Math.floor((cv.height - 4) / names.length));
-  cv.height = rowH * names.length + 4;
+  const left = 110; const axis = 30;
+  const rowH = Math.max(12, Math.min(22, Math.floor(200 / names.length)));
+  cv.height = rowH * names.length + 4 + axis;
   const w = (cv.width - left) / n;
   ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
   names.forEach((k, i) => {
@@ -56,7 +88,27 @@ function drawSeries(series, h) {
       ctx.fillStyle = heat(scale(v)); ctx.fillRect(left + j * w, i * rowH + 2, Math.ceil(w), rowH - 1);
     });
   });
-  if (h.t >= 0) { ctx.strokeStyle = "#000"; ctx.strokeRect(left + h.t * w, 1, Math.max(2, w), cv.height - 2); }
+  // the time axis: a tick at the start of a few steps, labelled in ms
+  const y0 = rowH * names.length + 4;
+  const span = Number(times[n - 1]) - Number(times[0]);
+  const labels = [];
+  ctx.strokeStyle = "#5b6675"; ctx.fillStyle = "#1b2430"; ctx.textBaseline = "top";
+  ctx.beginPath(); ctx.moveTo(left, y0 + 0.5); ctx.lineTo(cv.width, y0 + 0.5); ctx.stroke();
+  const picks = ticks(n, Math.max(2, Math.floor((cv.width - left) / 90)));
+  picks.forEach((j, i) => {
+    const x = left + j * w;
+    const text = tickText(times[j], span);
+    labels.push(text);
+    ctx.beginPath(); ctx.moveTo(x + 0.5, y0); ctx.lineTo(x + 0.5, y0 + 5); ctx.stroke();
+    const tw = ctx.measureText(text).width;
+    ctx.textAlign = "left";
+    ctx.fillText(text, Math.min(Math.max(left, x - tw / 2), cv.width - tw - 1), y0 + 7);
+    if (i === 0) { ctx.fillText("step start", 2, y0 + 7); }
+  });
+  cv.dataset.ticks = JSON.stringify(labels);
+  cv.dataset.steps = String(n);
+  legend($("heat-series-scale"), h.metric, scale.max, h.metric + " per tier and step");
+  if (h.t >= 0) { ctx.strokeStyle = "#000"; ctx.strokeRect(left + h.t * w, 1, Math.max(2, w), y0 - 2); }
   cv.onclick = (ev) => {
     const r = cv.getBoundingClientRect();
     const x = (ev.clientX - r.left) * (cv.width / r.width) - left;
@@ -69,7 +121,7 @@ function drawSeries(series, h) {
 function drawLinkGrid(topo, metric) {
   const cv = $("heat-links"); cv.hidden = false; const ctx = cv.getContext("2d");
   const edges = topo.edges.slice().sort((a, b) => (a.tier < b.tier ? -1 : a.tier > b.tier ? 1 : b.value - a.value));
-  const scale = scaler(metric, edges.map(perLink));
+  const scale = apiScaler(topo.scale, metric, edges.map(perLink));
   const cols = Math.max(1, Math.ceil(Math.sqrt(edges.length * 4)));
   const cell = Math.max(4, Math.floor(cv.width / cols));
   cv.height = Math.max(20, Math.ceil(edges.length / cols) * cell);
@@ -80,8 +132,11 @@ function drawLinkGrid(topo, metric) {
     ctx.fillRect((i % cols) * cell, Math.floor(i / cols) * cell, cell - 1, cell - 1);
   });
   const down = edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
-  $("heat-links-label").textContent = fmt(edges.length) + " link groups, coloured per link "
-    + "(0 to " + metricText(metric, scale.max) + "); " + fmt(down)
+  legend($("heat-links-scale"), metric, scale.max, metric + " " + (topo.colour_by || "per link"),
+    topo.scale);
+  $("heat-links-label").textContent = fmt(edges.length) + " link groups, each coloured by the "
+    + (topo.stat || "mean") + " of its links (" + metricText(metric, scale.min || 0) + " to "
+    + metricText(metric, scale.max) + (topo.scale ? ", " + topo.scale.unit : "") + "); " + fmt(down)
     + " links down (black = every link of the group down)";
   cv.onclick = (ev) => {
     const r = cv.getBoundingClientRect();

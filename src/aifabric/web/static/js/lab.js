@@ -13,8 +13,10 @@ export async function showLab() {
       + data.failures.map((f) => (typeof f === "string" ? f : JSON.stringify(f))).join(", ") : "")
     + " · updated in " + fmt(data.seconds) + " s";
   fillTable($("lab-links"), ["device", "iface", "peer", "up", "rx_bps", "tx_bps"], data.links || [],
-    { format: { up: (v) => (v ? "up" : "DOWN") } });
-  fillTable($("lab-bgp"), ["switch", "peer", "state"], data.bgp || []);
+    { format: { up: (v) => (v ? "up" : "DOWN") },
+      empty: "No link of the fabric answered: is the lab up (aifabric lab up)?" });
+  fillTable($("lab-bgp"), ["switch", "peer", "state"], data.bgp || [],
+    { empty: "No BGP session reported by the lab's routers." });
   clearTimeout(labTimer);
   labTimer = setTimeout(() => { if (state.view === "lab") guarded(showLab); }, 3000);
 }

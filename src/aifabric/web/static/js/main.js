@@ -47,6 +47,9 @@ function bind() {
     if (q) guarded(() => runSearch(q));
   });
   $("topo-metric").addEventListener("change", (ev) => { state.topo.metric = ev.target.value; guarded(() => drawTopology(false)); });
+  $("topo-stat").addEventListener("change", (ev) => {
+    state.topo.stat = ev.target.value; state.stale.heatmap = true; guarded(() => drawTopology(false));
+  });
   $("topo-time").addEventListener("change", (ev) => { state.topo.t = Number(ev.target.value); guarded(() => drawTopology(false)); });
   $("heat-metric").addEventListener("change", (ev) => { state.heat.metric = ev.target.value; guarded(drawHeatmap); });
   $("heat-time").addEventListener("change", (ev) => { state.heat.t = Number(ev.target.value); guarded(drawHeatmap); });

@@ -63,7 +63,8 @@ export async function showTable(name, offset) {
     { offset, limit: rt.limit });
   rt.name = name; rt.offset = offset; rt.total = data.total;
   $("run-table-title").textContent = "table " + name + " (" + fmt(data.total) + " rows)";
-  fillTable($("run-table"), data.columns, data.rows);
+  fillTable($("run-table"), data.columns, data.rows,
+    { empty: data.total ? "No rows from " + fmt(offset + 1) + " on." : "This table has no rows." });
   $("run-table-pager").hidden = data.total <= rt.limit;
   $("run-table-range").textContent = "rows " + fmt(offset + 1) + "–" + fmt(Math.min(data.total, offset + data.rows.length));
   $("run-prev").disabled = offset <= 0;

@@ -5,7 +5,7 @@ export const state = {
   info: null,
   view: null,
   fail: [],           // the failure set every load-bearing request carries as fail=
-  topo: { metric: null, t: -1, segment: null, data: null },
+  topo: { metric: null, t: -1, stat: "max", segment: null, data: null },
   heat: { metric: null, t: -1, data: null, links: null },
   trace: { data: null, key: null },
   whatif: null,

@@ -2,7 +2,7 @@
  * link's details (with a button to fail it), and the highlight of a search hit. */
 
 import { guarded, call } from "./client.js";
-import { heat, legend, perLink, scaler } from "./colour.js";
+import { apiScaler, heat, legend, perLink } from "./colour.js";
 import { $, clear, detailRows, el, fmt, metricText } from "./dom.js";
 import { BIG_TRACE, KIND_COLOUR, fitView, readableLabels, stretch } from "./graph.js";
 import { api, state } from "./state.js";
@@ -17,7 +17,7 @@ function edgeWidth(e) {
   return 1.5;
 }
 function topoElements(data, metric) {
-  const scale = scaler(metric, data.edges.map(perLink));
+  const scale = apiScaler(data.scale, metric, data.edges.map(perLink));
   topoElements.scale = scale;
   // a segment has ~2,000 access links: drawn straight (haystack), which is much cheaper
   const big = data.edges.length > BIG_TRACE;
@@ -55,10 +55,10 @@ export async function drawTopology(refit) {
   const t = state.topo;
   let data;
   if (t.segment === null) {
-    data = await call("topology", { metric: t.metric, t: t.t }, { withFail: true });
+    data = await call("topology", { metric: t.metric, t: t.t, stat: t.stat }, { withFail: true });
   } else {
-    data = await call("segment/" + encodeURIComponent(t.segment), { metric: t.metric, t: t.t },
-      { withFail: true });
+    data = await call("segment/" + encodeURIComponent(t.segment),
+      { metric: t.metric, t: t.t, stat: t.stat }, { withFail: true });
   }
   t.data = data;
   state.stale.topology = false;
@@ -79,7 +79,8 @@ export async function drawTopology(refit) {
     : fmt(cy.nodes("[kind = 'tor']").length) + " ToRs, " + fmt(cy.nodes("[kind = 'host']").length)
       + " hosts, " + fmt(data.edges.length) + " links; colour = " + (t.metric || "none");
   legend($("topo-scale"), t.metric, topoElements.scale ? topoElements.scale.max : 0,
-    (t.metric || "") + " " + (data.colour_by || "per link") + (t.t >= 0 ? ", step " + t.t : ""));
+    (t.metric || "") + " " + (data.colour_by || "per link") + (t.t >= 0 ? ", step " + t.t : ""),
+    data.scale);
   if (state.highlight) applyHighlight(state.highlight);
 }
 export async function drill(segment) {

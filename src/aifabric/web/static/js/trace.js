@@ -86,7 +86,8 @@ export async function doTrace(key) {
       ["other collectives", (bn.collectives || []).join(", ")]]));
     b.appendChild(el("h3", "Flows sharing it"));
     fillTable($("trace-sharing"), ["src", "dst", "collective", "job", "bytes"], bn.sharing || [],
-      { format: { bytes: (v) => bytes(v) } });
+      { format: { bytes: (v) => bytes(v) },
+        empty: "No other flow shares the bottleneck link: the traced flows have it alone." });
   } else {
     clear($("trace-sharing"));
   }

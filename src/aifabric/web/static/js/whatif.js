@@ -37,13 +37,16 @@ export async function doWhatif(fail) {
   fillTable($("whatif-tiers-before"), tierCols(data.tiers_before), data.tiers_before || []);
   fillTable($("whatif-tiers-after"), tierCols(data.tiers_after), data.tiers_after || []);
   const moved = data.moved || [];
-  fillTable($("whatif-moved"), ["flow", "src_gpu", "dst_gpu", "before", "after"], moved);
+  fillTable($("whatif-moved"), ["flow", "src_gpu", "dst_gpu", "before", "after"], moved,
+    { empty: "No flow moved: no routed flow crossed what failed." });
   $("whatif-moved-note").textContent = moved.length ? "(" + fmt(moved.length) + " shown of "
     + fmt(data.moved_total !== undefined ? data.moved_total : moved.length) + ")" : "(none)";
-  fillTable($("whatif-unreachable"), ["src_gpu", "dst_gpu"], data.unreachable || []);
+  fillTable($("whatif-unreachable"), ["src_gpu", "dst_gpu"], data.unreachable || [],
+    { empty: "No GPU pair became unreachable: every flow still has a path." });
   const hotCols = ["from", "to", "tier", "value"];
   fillTable($("whatif-hot-before"), hotCols, data.hottest_before || []);
-  fillTable($("whatif-hot-after"), hotCols, data.hottest_after || []);
+  fillTable($("whatif-hot-after"), hotCols, data.hottest_after || [],
+    { empty: "No link carries traffic after the failure." });
   return data;
 }
 export async function failFromPage(add) {
