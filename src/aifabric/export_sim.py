@@ -597,7 +597,7 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
     order) and ``workload/comm_group.json`` (ASTRA-sim's process groups, which aifabric's
     Chakra reader takes too); returns the files and notes."""
     from aifabric.sim.run import compile_workload
-    from aifabric.workload.chakra import _pb
+    from aifabric.workload.chakra import et_classes
 
     if scn.traffic or scn.workload is not None:
         what = "traffic patterns" if scn.traffic else "a Chakra workload"
@@ -605,7 +605,7 @@ def astra_workload(scn: Any, f: Fabric) -> tuple[dict[str, bytes | str], list[st
                                 f"jobs as its workload; this scenario has {what}; allowed: "
                                 "collectives and jobs (a Chakra workload: give ASTRA-sim "
                                 "that trace with the network config of its spec)"))
-    pb = _pb()  # mlc-chakra's protobuf classes (a one-line refusal without the extra)
+    pb = et_classes()  # mlc-chakra's protobuf classes (a one-line refusal without the extra)
     wl = compile_workload(scn, f)  # placement as aifabric's (and its refusals)
     gpus = _active_gpus(f)
     N = len(gpus)

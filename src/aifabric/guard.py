@@ -206,18 +206,18 @@ class _Tiers:
 def _access(spec: Any, role: Any, path: str, ratio: float | None, pph: int, H: int,
             per_leaf: int | None) -> tuple[Any, int]:
     """The leaf port plan and active hosts per leaf, as ``wire_leaves`` finds them."""
-    from aifabric.topology import _tiers
+    from aifabric.topology import tiers
 
     h = spec.hosts
-    if hasattr(_tiers, "access_plan"):
-        return _tiers.access_plan(spec, role, path, ratio=ratio,
+    if hasattr(tiers, "access_plan"):
+        return tiers.access_plan(spec, role, path, ratio=ratio,
                                   ratio_path="topology.oversubscription", ports_per_host=pph,
                                   hosts=H, down_gbps=h.port_gbps, hosts_per_leaf=per_leaf,
                                   hosts_path="topology.hosts_per_tor")
     bk = h.backup_per_segment
     if per_leaf is not None and role.down_ports is None:
         role = role.model_copy(update={"down_ports": (per_leaf + bk) * pph})
-    plan = _tiers.leaf_plan(spec, role, path, oversubscription=ratio or 1.0,
+    plan = tiers.leaf_plan(spec, role, path, oversubscription=ratio or 1.0,
                             down_gbps=h.port_gbps)
     return plan, max(1, plan.n_down // pph - bk)
 
@@ -225,13 +225,13 @@ def _access(spec: Any, role: Any, path: str, ratio: float | None, pph: int, H: i
 def _middle(spec: Any, role: Any, ratio: float | None, lowers: int, uplinks: int,
             down_gbps: int) -> tuple[Any, int | None]:
     """The agg port plan (and count per pod) of a multi-pod single-ToR fabric."""
-    from aifabric.topology import _tiers
+    from aifabric.topology import tiers
 
-    if hasattr(_tiers, "middle_plan"):
-        return _tiers.middle_plan(spec, role, "topology.agg", ratio=ratio,
+    if hasattr(tiers, "middle_plan"):
+        return tiers.middle_plan(spec, role, "topology.agg", ratio=ratio,
                                   ratio_path="topology.oversubscription", lowers=lowers,
                                   uplinks=uplinks, down_gbps=down_gbps)
-    return _tiers.leaf_plan(spec, role, "topology.agg", oversubscription=ratio or 1.0,
+    return tiers.leaf_plan(spec, role, "topology.agg", oversubscription=ratio or 1.0,
                             down_gbps=down_gbps), None
 
 
@@ -247,13 +247,13 @@ def _hosts_layout(spec: Any) -> _Tiers:
 
 def _layout(spec: Any, issues: list[str]) -> _Tiers:
     from aifabric.spec.models import SwitchRole
-    from aifabric.topology._build import (
+    from aifabric.topology.parts import (
         active_hosts,
         divisor_at_least,
         port_plan,
         resolve_model,
     )
-    from aifabric.topology._tiers import leaf_plan
+    from aifabric.topology.tiers import leaf_plan
 
     topo, h = spec.topology, spec.hosts
     fam = topo.family
@@ -368,7 +368,7 @@ def _layout(spec: Any, issues: list[str]) -> _Tiers:
 def estimate_fabric(spec: Any) -> FabricEstimate:
     """Nodes, links and bytes of ``spec``'s fabric, in closed form (no fabric-sized
     arrays). Host-side counts are exact; switch tiers follow the builders' port plans."""
-    from aifabric.topology._build import active_hosts
+    from aifabric.topology.parts import active_hosts
 
     h = spec.hosts
     G, N, P, bk = h.gpus_per_host, h.nics_per_host, h.ports_per_nic, h.backup_per_segment

@@ -14,8 +14,8 @@ import numpy as np
 
 from aifabric.configs.addressing import AddressPlan, ip_str
 from aifabric.topology import Fabric, LinkKind, NodeKind
-from aifabric.topology._build import fmt
 from aifabric.topology.buffers import LENGTH_CLASSES_M, length_class_m, link_length_m
+from aifabric.topology.parts import fmt
 
 __all__ = ["LENGTH_CLASSES_M", "Endpoints", "length_class_m", "link_length_m"]
 

@@ -23,7 +23,7 @@ import numpy as np
 from aifabric.configs._ports import LENGTH_CLASSES_M, Endpoints, device_names, port_names
 from aifabric.configs.addressing import AddressPlan, ip_str
 from aifabric.topology import LinkKind, Medium, NodeKind
-from aifabric.topology._build import fmt
+from aifabric.topology.parts import fmt
 
 __all__ = ["addressing_csv", "bom_csv", "cabling_csv"]
 

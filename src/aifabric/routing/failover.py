@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
 from aifabric.errors import Problem, SpecError
-from aifabric.routing._topo import host_side
+from aifabric.routing.hostside import host_side
 from aifabric.spec.base import StrictModel
 from aifabric.topology.fabric import SWITCH_KINDS, Fabric, LinkKind, NodeKind
 

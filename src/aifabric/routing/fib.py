@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from aifabric.routing._topo import host_side
+from aifabric.routing.hostside import host_side
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
 __all__ = ["INF", "Fib"]

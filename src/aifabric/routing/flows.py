@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
-from aifabric.routing._topo import host_side
 from aifabric.routing.hashing import _splitmix
+from aifabric.routing.hostside import host_side
 from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["ROCE_DPORT", "FlowSet", "bond_hash", "group_rank", "make_flows"]

@@ -106,7 +106,7 @@ class Routed:
         return v.reshape(-1, 2)
 
 
-def _via_gpu(f: Fabric, hs, src: np.ndarray, rail: np.ndarray) -> np.ndarray:
+def via_gpu(f: Fabric, hs, src: np.ndarray, rail: np.ndarray) -> np.ndarray:
     """The GPU of the source host on NIC ``rail`` that hands the data to that NIC."""
     nodes = f.nodes
     per = max(1, hs.G // hs.N)
@@ -193,7 +193,7 @@ def _sending_ports(f: Fabric, fib: Fib, flows: FlowSet, sh: np.ndarray, dh: np.n
     d_rail = nodes.rail[flows.dst_nic[ni]].astype(np.int64)
     dnn = dh[ni] * hs.N + d_rail
     cls = fib.nic_class[dnn]
-    via = _via_gpu(f, hs, flows.src_gpu[ni], s_rail)
+    via = via_gpu(f, hs, flows.src_gpu[ni], s_rail)
     port_node, ok = failover_ports(fib, sh[ni], s_rail, s_side, via, cls)
     src_nic = flows.src_nic.copy()
     src_nic[ni[ok]] = port_node[ok]

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from aifabric.routing._topo import host_side
+from aifabric.routing.hostside import host_side
 from aifabric.routing.route import Routed
 from aifabric.topology.fabric import LinkKind
 

@@ -188,8 +188,8 @@ def pinned_arcs(f: Fabric, src: np.ndarray, dst: np.ndarray, pins: list[PinnedPa
     the destination host; every hop is a live link (``failures`` applied). Parallel
     links between two switches are shared out over the QPs.
     """
-    from aifabric.routing._topo import host_side
     from aifabric.routing.failover import live_links
+    from aifabric.routing.hostside import host_side
 
     alive = live_links(f, failures)
     hs = host_side(f)

@@ -48,8 +48,8 @@ import numpy as np
 
 from aifabric.errors import Problem, SpecError
 
-__all__ = ["ChakraTrace", "RankGraph", "compile_chakra", "find_rank_files", "first_record",
-           "read_rank", "read_trace"]
+__all__ = ["ChakraTrace", "RankGraph", "compile_chakra", "et_classes", "find_rank_files",
+           "first_record", "read_rank", "read_trace"]
 
 # Chakra's NodeType and CollectiveCommType values (et_def.proto)
 INVALID, METADATA, MEM_LOAD, MEM_STORE, COMP, SEND, RECV, COLL = range(8)
@@ -112,7 +112,7 @@ class RankGraph:
         return h.digest()
 
 
-def _pb():
+def et_classes():
     """The package's protobuf classes (imported lazily: protobuf is a heavy import)."""
     try:
         from chakra.schema.protobuf import et_def_pb2
@@ -196,7 +196,7 @@ def read_rank(path: Path, data: bytes | None = None, *, fast: bool = True) -> Ra
     ``fast``: the compiled wire-format decoder (:mod:`._chakra_wire`, field numbers from
     the package's schema); a file it cannot decode, and every file with ``fast=False``,
     goes through Chakra's own protobuf classes."""
-    _pb()
+    et_classes()
     where = str(path)
     if data is None:
         data = path.read_bytes()
@@ -238,7 +238,7 @@ def _read_fast(where: str, data: bytes) -> RankGraph | None:
     from google.protobuf.message import DecodeError
 
     try:
-        _pb().GlobalMetadata.FromString(data[pos:pos + size])
+        et_classes().GlobalMetadata.FromString(data[pos:pos + size])
     except DecodeError:
         return None  # the protobuf reader says what is wrong
     _, _, ids, ntype, dur, dcnt, deps, ival, fval, has = out
@@ -286,7 +286,7 @@ def _read_fast(where: str, data: bytes) -> RankGraph | None:
 
 def _read_protobuf(where: str, data: bytes) -> RankGraph:
     """The reference reader: Chakra's protobuf classes, node by node."""
-    pb = _pb()
+    pb = et_classes()
     from google.protobuf.message import DecodeError
 
     recs = _records(data, where)

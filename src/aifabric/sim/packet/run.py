@@ -121,9 +121,9 @@ def ack_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
     Returns the routes and counts: ``qps``, ``hashed`` (given a route of their own),
     ``same_as_reverse`` (of those, equal to the reversed data route), ``local``,
     ``fallback_pinned``, ``fallback_hops``, ``fallback_other``."""
-    from aifabric.routing._topo import host_side
     from aifabric.routing.flows import FlowSet, make_flows
-    from aifabric.routing.route import _via_gpu, route
+    from aifabric.routing.hostside import host_side
+    from aifabric.routing.route import route, via_gpu
     from aifabric.sim.paths import _pinned_connections, connections
 
     pol = routing if routing is not None else f.spec.routing
@@ -158,7 +158,7 @@ def ack_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
     if not len(idx):
         return out, info
     hs = host_side(f)
-    back_gpu = _via_gpu(f, hs, fl.src_gpu[idx], f.nodes.rail[fl.src_nic[idx]].astype(np.int64))
+    back_gpu = via_gpu(f, hs, fl.src_gpu[idx], f.nodes.rail[fl.src_nic[idx]].astype(np.int64))
     rev = FlowSet(src_gpu=fl.dst_gpu[idx], dst_gpu=back_gpu, conn=fl.conn[idx], qp=fl.qp[idx],
                   src_nic=fl.dst_nic[idx], dst_nic=fl.src_nic[idx], src_ip=fl.dst_ip[idx],
                   dst_ip=fl.src_ip[idx], sport=fl.sport[idx], dport=fl.dport[idx],

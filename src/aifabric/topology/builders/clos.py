@@ -14,10 +14,10 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import ClosTopology, Spec, SwitchRole
-from aifabric.topology._build import FabricBuilder, active_hosts, fmt, segment_hosts
-from aifabric.topology._tiers import access_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.parts import FabricBuilder, active_hosts, fmt, segment_hosts
+from aifabric.topology.tiers import access_plan, reject_unused, spine_layer
 
 
 def wire_leaves(fb: FabricBuilder, spec: Spec, role: SwitchRole, path: str, *,

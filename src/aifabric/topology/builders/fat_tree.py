@@ -13,7 +13,9 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import FatTreeTopology, Spec
-from aifabric.topology._build import (
+from aifabric.topology.builders import register
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+from aifabric.topology.parts import (
     FabricBuilder,
     active_hosts,
     core_layer,
@@ -22,9 +24,7 @@ from aifabric.topology._build import (
     resolve_model,
     segment_hosts,
 )
-from aifabric.topology._tiers import reject_unused
-from aifabric.topology.builders import register
-from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+from aifabric.topology.tiers import reject_unused
 
 
 @register("fat_tree")

@@ -20,7 +20,9 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import HpnTopology, Spec
-from aifabric.topology._build import (
+from aifabric.topology.builders import register
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+from aifabric.topology.parts import (
     FabricBuilder,
     PortPlan,
     active_hosts,
@@ -30,9 +32,7 @@ from aifabric.topology._build import (
     port_plan,
     segment_hosts,
 )
-from aifabric.topology._tiers import reject_unused
-from aifabric.topology.builders import register
-from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
+from aifabric.topology.tiers import reject_unused
 
 
 @register("hpn")

@@ -11,10 +11,10 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import MultiplaneTopology, Spec
-from aifabric.topology._build import FabricBuilder, active_hosts, fmt, segment_hosts
-from aifabric.topology._tiers import leaf_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.parts import FabricBuilder, active_hosts, fmt, segment_hosts
+from aifabric.topology.tiers import leaf_plan, reject_unused, spine_layer
 
 
 @register("multiplane")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from aifabric.spec.models import SingleTorTopology, Spec
-from aifabric.topology._build import FabricBuilder, core_layer, fmt, port_plan
-from aifabric.topology._tiers import middle_plan, reject_unused, spine_layer
 from aifabric.topology.builders import register
 from aifabric.topology.builders.clos import wire_leaves
 from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.parts import FabricBuilder, core_layer, fmt, port_plan
+from aifabric.topology.tiers import middle_plan, reject_unused, spine_layer
 
 
 @register("single_tor")

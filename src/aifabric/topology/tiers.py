@@ -10,14 +10,14 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import Spec, SwitchRole
-from aifabric.topology._build import (
+from aifabric.topology.fabric import LinkKind, NodeKind
+from aifabric.topology.parts import (
     FabricBuilder,
     PortPlan,
     divisor_at_least,
     port_plan,
     resolve_model,
 )
-from aifabric.topology.fabric import LinkKind, NodeKind
 
 __all__ = ["access_plan", "leaf_plan", "middle_plan", "reject_unused", "spine_layer"]
 
