@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from aifabric.cli._usage import HelpGroup
 
 from aifabric.cli._common import MAX_MEMORY, console, err_console
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.limits import DEFAULT_MAX_EVENTS, events_text
 
 
-class _RunByDefault(TyperGroup):
+class _RunByDefault(HelpGroup):
     """``sweep FILE ...`` runs FILE: a first argument that is no subcommand (nor an
     option) is taken as the sweep file of ``run``."""
 
