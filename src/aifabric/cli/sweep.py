@@ -202,7 +202,7 @@ def report_cmd(
                                callback=take_old_spelling("store", default_store),
                                help=STORE_HELP),
     _dir: Path | None = old_spelling("store", argument=True),
-    out: Path | None = typer.Option(None, "--out", "-o", help="the report folder (default "
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR", help="the report folder (default "
                                     "STORE/reports/NAME)"),
     sweep: str | None = typer.Option(None, "--sweep", metavar="NAME", help="the sweep to report when the store "
                                      "holds several"),
