@@ -153,13 +153,13 @@ class _LazyGroup(HelpGroup):
         try:
             return super().make_context(*args, **kwargs)
         except UsageError as e:
-            raise refuse_usage(e) from None
+            raise refuse_usage(e, self) from None
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except UsageError as e:
-            raise refuse_usage(e) from None
+            raise refuse_usage(e, self) from None
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

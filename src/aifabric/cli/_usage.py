@@ -186,9 +186,24 @@ def _usage(ctx: Any) -> str:
     return " ".join(ctx.get_usage().removeprefix("Usage:").split()) if ctx else "aifabric"
 
 
-def one_line(e: UsageError) -> Problem:
+def _params_named(option: str, cmd: Any) -> list[Any]:
+    """The options called ``option`` of ``cmd`` and the subcommands loaded under it."""
+    if cmd is None:
+        return []
+    found = [p for p in getattr(cmd, "params", ()) if option in getattr(p, "opts", ())]
+    loaded = getattr(getattr(cmd, "commands", None), "_loaded", None)
+    subs = loaded if loaded is not None else getattr(cmd, "commands", {})
+    for sub in subs.values():
+        found += _params_named(option, sub)
+    for p in found:
+        tidy(p)
+    return found
+
+
+def one_line(e: UsageError, root: Any = None) -> Problem:
     """A click usage error as one problem: the option (or argument, or command) and
-    what is allowed."""
+    what is allowed. ``root``: the command the error came through, where an option is
+    looked up when click did not say which command it belongs to."""
     ctx = getattr(e, "ctx", None)
     cmd = ctx.command_path if ctx is not None else "aifabric"
     param = getattr(e, "param", None)
@@ -213,9 +228,8 @@ def one_line(e: UsageError) -> Problem:
     if isinstance(e, BadOptionUsage):
         msg = _clean(e.message)
         if "requires an argument" in msg:
-            opt = next((p for p in (ctx.command.params if ctx else [])
-                        if e.option_name in getattr(p, "opts", ())), None)
-            metavar = f" {opt.metavar}" if opt is not None and opt.metavar else ""
+            metavars = {p.metavar for p in _params_named(e.option_name, root)}
+            metavar = f" {metavars.pop()}" if len(metavars) == 1 else ""
             msg = f"needs a value; allowed: {e.option_name}{metavar}"
         return Problem(e.option_name, msg)
     msg = _clean(e.message)
@@ -226,9 +240,9 @@ def one_line(e: UsageError) -> Problem:
     return Problem(cmd, f"{msg}; usage: {_usage(ctx)}")
 
 
-def refuse_usage(e: UsageError) -> SpecError | UsageError:
+def refuse_usage(e: UsageError, root: Any = None) -> SpecError | UsageError:
     """The error to raise for ``e``: a :class:`SpecError` (one line, exit 2), or ``e``
     itself when it is the help page shown for a group called without arguments."""
     if isinstance(e, NoArgsIsHelpError):
         return e
-    return SpecError(one_line(e))
+    return SpecError(one_line(e, root))
