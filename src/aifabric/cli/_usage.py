@@ -182,8 +182,20 @@ def _clean(message: str) -> str:
     return msg[:1].lower() + msg[1:] if msg[1:2].islower() or msg[1:2] == " " else msg
 
 
+def _command_path(ctx: Any) -> str:
+    """``aifabric sweep run``: the commands' own names (not how Python was started)."""
+    names = []
+    while ctx is not None:
+        names.append(ctx.command.name or ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names)) or "aifabric"
+
+
 def _usage(ctx: Any) -> str:
-    return " ".join(ctx.get_usage().removeprefix("Usage:").split()) if ctx else "aifabric"
+    if ctx is None:
+        return "aifabric"
+    pieces = ctx.command.collect_usage_pieces(ctx)
+    return " ".join([_command_path(ctx), *pieces])
 
 
 def _params_named(option: str, cmd: Any) -> list[Any]:
@@ -205,7 +217,7 @@ def one_line(e: UsageError, root: Any = None) -> Problem:
     what is allowed. ``root``: the command the error came through, where an option is
     looked up when click did not say which command it belongs to."""
     ctx = getattr(e, "ctx", None)
-    cmd = ctx.command_path if ctx is not None else "aifabric"
+    cmd = _command_path(ctx)
     param = getattr(e, "param", None)
     if isinstance(e, MissingParameter) and param is not None:
         if isinstance(param, TyperArgument):
@@ -233,10 +245,12 @@ def one_line(e: UsageError, root: Any = None) -> Problem:
             msg = f"needs a value; allowed: {e.option_name}{metavar}"
         return Problem(e.option_name, msg)
     msg = _clean(e.message)
-    m = re.match(r"no such command '(.*)'", msg, re.I)
+    m = re.match(r"no such command '([^']*)'\.?(.*)", msg, re.I)
     if m and ctx is not None:
-        names = [n for n in ctx.command.list_commands(ctx)]
-        return Problem(cmd, f"no such command {m.group(1)!r}; allowed: {', '.join(names)}")
+        names = list(ctx.command.list_commands(ctx))
+        guess = f" {m.group(2).strip()}" if m.group(2).strip() else ""
+        return Problem(cmd, f"no such command {m.group(1)!r};{guess} allowed: "
+                       f"{', '.join(names)}")
     return Problem(cmd, f"{msg}; usage: {_usage(ctx)}")
 
 
