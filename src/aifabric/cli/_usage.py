@@ -175,6 +175,11 @@ def _allowed(param: Any) -> str:
     return kind
 
 
+#: how a refused choice names its kind (``unknown simulator 'quantum'``); else the
+#: option's name
+_WORDS = {"--sim": "simulator"}
+
+
 def _clean(message: str) -> str:
     """A click/typer message as a clause: no ``Value error,`` prefix, no final stop,
     quotes as the project writes them, one line."""
@@ -228,7 +233,9 @@ def one_line(e: UsageError, root: Any = None) -> Problem:
         msg = _clean(e.message)
         m = re.match(r"'(.*)' is not one of ", msg)
         if m and param is not None:
-            return Problem(where, f"{m.group(1)!r} is not allowed; allowed: {_allowed(param)}")
+            word = _WORDS.get(where, where.lstrip("-").replace("-", " "))
+            return Problem(where, f"unknown {word} {m.group(1)!r}; allowed: "
+                           f"{_allowed(param)}")
         allowed = _allowed(param) if param is not None else ""
         if allowed and "allowed" not in msg:
             msg += f"; allowed: {allowed}"
