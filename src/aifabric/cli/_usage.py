@@ -31,7 +31,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from aifabric.errors import Problem, SpecError
 
-__all__ = ["UsageError", "HelpCommand", "HelpGroup", "adopt", "one_line", "refuse_usage", "tidy"]
+__all__ = ["HelpCommand", "HelpGroup", "UsageError", "adopt", "one_line", "refuse_usage", "tidy"]
 
 #: a list of choices longer than this is spelled out in the option's help instead
 CHOICES_WIDTH = 24

@@ -90,9 +90,11 @@ def goodput_cmd(
     out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR", help="write tables (CSV), "
                                     "goodput.json and plots into this folder"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-    trials: int | None = typer.Option(None, "--trials", metavar="N", help="override goodput.trials"),
+    trials: int | None = typer.Option(None, "--trials", metavar="N",
+                                      help="override goodput.trials"),
     seed: int | None = typer.Option(None, "--seed", metavar="N", help="override goodput.seed"),
-    horizon: str | None = typer.Option(None, "--horizon", metavar="TIME", help="override goodput.horizon "
+    horizon: str | None = typer.Option(None, "--horizon", metavar="TIME",
+                                       help="override goodput.horizon "
                                        "(30d, 54d, 12h)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:

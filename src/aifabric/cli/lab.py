@@ -25,7 +25,8 @@ app = typer.Typer(name="lab", help="Prove a design on real FRR daemons in networ
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DIR_OPT = typer.Option(None, "--dir", metavar="DIR", help="lab folder (state, FRR sockets, pid files, logs); "
+DIR_OPT = typer.Option(None, "--dir", metavar="DIR",
+                       help="lab folder (state, FRR sockets, pid files, logs); "
                        "default $AIFABRIC_LAB_DIR or /run/aifabric/lab")
 
 
@@ -154,7 +155,8 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
 @_lab_errors
 def test_cmd(
     lab_dir: Path | None = DIR_OPT,
-    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS", help="seconds to wait for sessions and "
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
+                                  help="seconds to wait for sessions and "
                                   "routes to settle"),
 ) -> None:
     """Check BGP sessions, kernel ECMP groups vs the model, reachability and hops."""
@@ -212,10 +214,12 @@ def test_cmd(
 @app.command("fail")
 @_lab_errors
 def fail_cmd(
-    target: str = typer.Argument(..., metavar="TARGET", help="a switch (tor-s01-r0-a) or a link by one end "
+    target: str = typer.Argument(..., metavar="TARGET",
+                                 help="a switch (tor-s01-r0-a) or a link by one end "
                                  "(tor-s01-r0-a:Ethernet0, host-s00-h000:ens0f1)"),
     lab_dir: Path | None = DIR_OPT,
-    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS", help="seconds to wait for convergence"),
+    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS",
+                                  help="seconds to wait for convergence"),
 ) -> None:
     """Take a switch or a link down; measure convergence; show the routes that moved."""
     from aifabric.lab import fail, load_lab, preflight

@@ -26,9 +26,11 @@ def lab_cmd(
     listen: str = typer.Option("127.0.0.1:9464", "--listen", metavar="HOST:PORT",
                                help="where to serve /metrics; port 0 picks a free one; an "
                                "address other than loopback exposes the lab to the network"),
-    probes: int = typer.Option(24, "--probes", metavar="N", help="ping probes per scrape between NIC "
+    probes: int = typer.Option(24, "--probes", metavar="N",
+                               help="ping probes per scrape between NIC "
                                "pairs on different hosts (0-1000; 0 = none)"),
-    timeout: float = typer.Option(0.5, "--timeout", metavar="SECONDS", help="seconds a namespace, daemon or "
+    timeout: float = typer.Option(0.5, "--timeout", metavar="SECONDS",
+                                  help="seconds a namespace, daemon or "
                                   "probe may take before it counts as down (0.05-10)"),
     once: bool = typer.Option(False, "--once", help="print one scrape to stdout and exit "
                               "instead of serving"),

@@ -143,7 +143,8 @@ def list_cmd(store: Path | None = STORE_OPT) -> None:
 @app.command("compact")
 def compact_cmd(
     store: Path | None = STORE_OPT,
-    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME", help="only this sweep (default: all)"),
+    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME",
+                                     help="only this sweep (default: all)"),
 ) -> None:
     """Merge each sweep's per-run files into one file per folder (faster queries).
 

@@ -79,7 +79,8 @@ def _render(rep: dict[str, Any]) -> None:
 
 
 def route_cmd(
-    scenario: Path = typer.Argument(..., metavar="SCENARIO", help="scenario (YAML)", show_default=False),
+    scenario: Path = typer.Argument(..., metavar="SCENARIO",
+                                    help="scenario (YAML)", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
                                     help="write links, flows, a histogram into this folder"),

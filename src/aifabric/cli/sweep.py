@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import typer
-from aifabric.cli._usage import HelpGroup
 
 from aifabric.cli._common import (
     MAX_MEMORY,
@@ -22,6 +21,7 @@ from aifabric.cli._common import (
     old_spelling,
     take_old_spelling,
 )
+from aifabric.cli._usage import HelpGroup
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.limits import DEFAULT_MAX_EVENTS, events_text
 
@@ -122,9 +122,11 @@ def run_cmd(
     _out: Path | None = old_spelling("store", "--out", "-o"),
     engine: Literal["local", "ray"] = typer.Option("local", "--engine",
                                                    help="local (a process pool) or ray"),
-    address: str | None = typer.Option(None, "--address", metavar="ADDRESS", help="ray: auto (an existing "
+    address: str | None = typer.Option(None, "--address", metavar="ADDRESS",
+                                       help="ray: auto (an existing "
                                        "cluster) or host:port; none: a local Ray cluster"),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N", help="points at once: worker "
+    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N",
+                                    help="points at once: worker "
                                     "processes (local; 1 = in this process) or the CPUs of "
                                     "a local Ray cluster; default: every CPU"),
     resume: bool = typer.Option(False, "--resume", help="skip the points stored ok in "
@@ -202,9 +204,11 @@ def report_cmd(
                                callback=take_old_spelling("store", default_store),
                                help=STORE_HELP),
     _dir: Path | None = old_spelling("store", argument=True),
-    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR", help="the report folder (default "
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                    help="the report folder (default "
                                     "STORE/reports/NAME)"),
-    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME", help="the sweep to report when the store "
+    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME",
+                                     help="the sweep to report when the store "
                                      "holds several"),
 ) -> None:
     """Write a sweep's report: every row (CSV), each figure against each swept field
