@@ -136,8 +136,9 @@ class HelpGroup(TyperGroup):
 
 
 def adopt(cmd: Any) -> Any:
-    """``cmd`` and its subcommands as :class:`HelpCommand` / :class:`HelpGroup` (a
-    command built by typer gains the mixin; a custom class must derive from them)."""
+    """``cmd`` and its subcommands as :class:`HelpCommand` / :class:`HelpGroup`: a plain
+    typer command or group changes class in place (they add no state); a custom class
+    (``sweep``'s) derives from them."""
     if type(cmd) is TyperCommand:
         cmd.__class__ = HelpCommand
     elif type(cmd) is TyperGroup:
@@ -182,7 +183,7 @@ _WORDS = {"--sim": "simulator"}
 
 def _clean(message: str) -> str:
     """A click/typer message as a clause: no ``Value error,`` prefix, no final stop,
-    quotes as the project writes them, one line."""
+    lower case first, one line."""
     msg = " ".join(str(message).split()).removeprefix("Value error, ").rstrip(".")
     return msg[:1].lower() + msg[1:] if msg[1:2].islower() or msg[1:2] == " " else msg
 
