@@ -102,7 +102,17 @@ def _lines(*columns: Any) -> str:
     return "".join(np.strings.add(rows, "\n").tolist()) if len(rows) else ""
 
 
-def scenario_flows(scn: Any, f: Fabric, *, start_times: str = "zero") -> QpFlows:
+def _workload_field(scn: Any) -> str:
+    """The scenario field that holds its transfers (``workload``, ``collectives`` or
+    ``traffic``): what a refusal about the transfers names."""
+    for name in ("workload", "collectives", "traffic"):
+        if getattr(scn, name, None):
+            return name
+    return "traffic"
+
+
+def scenario_flows(scn: Any, f: Fabric, *, start_times: str = "zero",
+                   fmt: str = "ns3-rdma") -> QpFlows:
     """The QPs of ``scn`` on ``f`` as the packet simulator runs them: routed like
     :func:`aifabric.sim.run.simulate` (same policy, seed, pinned paths), a transfer split
     evenly over its connection's QPs, each QP from its first NIC port to its last.
@@ -131,13 +141,14 @@ def scenario_flows(scn: Any, f: Fabric, *, start_times: str = "zero") -> QpFlows
     npred = np.diff(dag.dep_ptr)
     rep = np.flatnonzero(dag.repeat > 1)
     if len(rep):
-        raise _refuse("--start-times", f"repeated stages: {len(rep)} (the first: "
-                      f"{_stage_label(dag, int(rep[0]))!r}, {int(dag.repeat[rep[0]])} "
-                      "times, each after the previous one): ns-3's flow file cannot wait "
-                      "for a flow to finish (htsim's triggers could; not exported yet); "
-                      "allowed: "
-                      "traffic patterns, or collectives whose steps do not repeat "
-                      "(alltoall, p2p)")
+        why = ("htsim's connection matrix would need triggers to start a flow when "
+               "another finishes (not exported yet)" if fmt == "htsim" else
+               "ns-3's flow file cannot wait for a flow to finish")
+        raise _refuse(_workload_field(scn), f"--format {fmt}: repeated stages: {len(rep)} "
+                      f"(the first: {_stage_label(dag, int(rep[0]))!r}, "
+                      f"{int(dag.repeat[rep[0]])} times, each after the previous one): "
+                      f"{why}; allowed: traffic patterns, or collectives whose steps do "
+                      "not repeat (alltoall, p2p); --start-times cannot change this")
     waits = np.flatnonzero((npred > 0) | (dag.stage_kind == COMPUTE))
     if start_times == "zero" and len(waits):
         raise _refuse("--start-times", f"stages that wait for others or for compute: "
@@ -787,7 +798,7 @@ def export_scenario(scn: Any, f: Fabric, fmt: str, *, start_times: str = "zero"
             update={"size_bytes": size})})
     if fmt == "ns3-rdma":
         _ns3_limits(f)
-    flows = scenario_flows(scn, f, start_times=start_times)
+    flows = scenario_flows(scn, f, start_times=start_times, fmt=fmt)
     if fmt == "ns3-rdma":
         return ns3_files(scn, f, cfg, flows)
     return htsim_files(scn, f, cfg, flows)

@@ -164,7 +164,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, cli):
          "--address: Ray at 127.0.0.1:9 is unreachable"),
         ((good, "--out", out, "--engine", "spark"), "--engine: unknown engine 'spark'"),
         ((good, "--out", out, "--jobs", "0"), "--jobs: got 0"),
-        ((good,), "--out: missing"),
+        ((good,), "--store: missing"),  # the store is --store (--out: its old spelling)
         ((good, "--out", tmp_path / "plain" / "store"), "plain is a file, not a folder"),
     ]:
         t0 = time.monotonic()

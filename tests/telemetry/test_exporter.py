@@ -82,11 +82,12 @@ def _kernel_counters(ns: str) -> dict[tuple[str, str, str], int]:
 
 # --------------------------------------------------------------- without a lab
 def test_listen_must_be_host_and_port():
-    """--listen is HOST:PORT with a port 1-65535 (IPv6 in brackets); anything else is one
-    problem naming --listen."""
+    """--listen is HOST:PORT with a port 0-65535 (0: any free port, as for serve; IPv6 in
+    brackets); anything else is one problem naming --listen."""
     assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_listen("[::1]:80") == ("::1", 80)
-    for bad in ("9464", "127.0.0.1:", ":9464", "127.0.0.1:0", "127.0.0.1:70000", "h:x"):
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    for bad in ("9464", "127.0.0.1:", ":9464", "127.0.0.1:-1", "127.0.0.1:70000", "h:x"):
         with pytest.raises(SpecError) as exc:
             parse_listen(bad)
         assert exc.value.problems[0].path == "--listen"

@@ -19,8 +19,9 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand
 
+from aifabric.cli._usage import HelpCommand, HelpGroup, UsageError, adopt, refuse_usage
 from aifabric.errors import SpecError
 
 __all__ = ["COMMANDS", "app", "main"]
@@ -86,11 +87,11 @@ def load_command(name: str) -> Any:
     if isinstance(obj, typer.Typer):  # a command group (``lab``)
         cmd = typer.main.get_group(obj)
         cmd.name = name
-        return cmd
+        return adopt(cmd)
     single = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                          rich_markup_mode=_MARKUP)
-    single.command(name)(obj)
-    return typer.main.get_command(single)
+    single.command(name, cls=HelpCommand)(obj)
+    return adopt(typer.main.get_command(single))
 
 
 class _LazyCommands(MutableMapping[str, Any]):
@@ -131,8 +132,9 @@ class _LazyCommands(MutableMapping[str, Any]):
         return TyperCommand(name=name, help=COMMANDS[name][2])
 
 
-class _LazyGroup(TyperGroup):
-    """The root group: subcommand modules import on demand (see :data:`COMMANDS`)."""
+class _LazyGroup(HelpGroup):
+    """The root group: subcommand modules import on demand (see :data:`COMMANDS`); bad
+    usage anywhere below it is one line (:func:`aifabric.cli._usage.one_line`)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -146,6 +148,18 @@ class _LazyGroup(TyperGroup):
         if self._listing:
             return self.commands.listed(cmd_name)  # type: ignore[attr-defined]
         return self.commands.get(cmd_name)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as e:
+            raise refuse_usage(e, self) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            raise refuse_usage(e, self) from None
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self._listing = True

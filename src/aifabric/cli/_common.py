@@ -7,13 +7,13 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from aifabric.errors import SpecError
+from aifabric.errors import Problem, SpecError
 
 if TYPE_CHECKING:  # imported when used: a command's --help needs neither (pydantic, scipy)
     from aifabric.spec import Spec
@@ -68,3 +68,52 @@ def write_atomic(path: Path, text: str, option: str = "--out") -> None:
     from aifabric.outputs import write_file
 
     write_file(path, text, option=option)
+
+
+def _alias_key(target: str) -> str:
+    return f"aifabric.alias.{target}"
+
+
+def old_spelling(target: str, *names: str, argument: bool = False) -> Any:
+    """A hidden old spelling (``--out`` of ``sweep run``, the positional DIR of ``sweep
+    report``) of option ``--target``: still accepted, not on the help page. The value
+    reaches the option through :func:`take_old_spelling` (its callback); giving both is
+    one line."""
+
+    def stash(ctx: typer.Context, value: Any) -> None:
+        if value is None:
+            return
+        if ctx.meta.get(_alias_key(target) + ".given"):
+            raise SpecError(Problem(f"--{target}", "given twice (also under its old "
+                                    "spelling); allowed: one of them"))
+        ctx.meta[_alias_key(target)] = value
+
+    if argument:
+        return typer.Argument(None, hidden=True, expose_value=False, callback=stash,
+                              show_default=False)
+    return typer.Option(None, *names, hidden=True, expose_value=False, callback=stash)
+
+
+def take_old_spelling(target: str, default: Any = None) -> Any:
+    """The callback of option ``--target``: its value, else the one given under an old
+    spelling (:func:`old_spelling`), else ``default()`` when given."""
+
+    def take(ctx: typer.Context, value: Any) -> Any:
+        old = ctx.meta.get(_alias_key(target))
+        if value is not None and old is not None:
+            raise SpecError(Problem(f"--{target}", "given twice (also under its old "
+                                    "spelling); allowed: one of them"))
+        ctx.meta[_alias_key(target) + ".given"] = value is not None
+        value = value if value is not None else old
+        return default() if value is None and default is not None else value
+
+    return take
+
+
+def default_store() -> Path:
+    """``$AIFABRIC_STORE``, else ``./results``."""
+    return Path(os.environ.get("AIFABRIC_STORE") or "results")
+
+
+#: ``--store`` of every command that reads or writes a results store
+STORE_HELP = "the results store folder (default: $AIFABRIC_STORE, else ./results)"

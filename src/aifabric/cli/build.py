@@ -44,8 +44,9 @@ def _bar(kind: str, total: int, label: str) -> Any:
 
 
 def build_cmd(
-    spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
-    out: Path = typer.Option(..., "--out", "-o", help="output folder (replaced if it holds "
+    spec: Path = typer.Argument(..., metavar="SPEC", help="cluster spec (YAML)"),
+    out: Path = typer.Option(..., "--out", "-o", metavar="DIR",
+                             help="output folder (replaced if it holds "
                              "a previous build)"),
     validate: bool = typer.Option(False, "--validate", help="validate the switch configs "
                                   "with yanglint (SONiC YANG models in $AIFABRIC_SONIC_YANG) "

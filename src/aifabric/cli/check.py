@@ -28,15 +28,17 @@ PROGRESS_DEVICES = 500
 def check_cmd(
     build_dir: Path = typer.Argument(..., metavar="BUILD", help="a folder written by "
                                      "aifabric build (or the spec it was built from)"),
-    inventory: Path | None = typer.Option(None, "--inventory", "-i",
+    inventory: Path | None = typer.Option(None, "--inventory", "-i", metavar="FILE",
                                           help="collected facts (YAML or JSON)"),
-    facts: Path | None = typer.Option(None, "--facts", help="a folder of facts files "
+    facts: Path | None = typer.Option(None, "--facts", metavar="DIR",
+                                      help="a folder of facts files "
                                       "(<device>.json, schema aifabric-facts) as the build's "
                                       "ansible/preflight.yml writes them"),
     partial: bool = typer.Option(False, "--partial", help="ignore devices and interfaces "
                                  "missing from the inventory"),
     as_json: bool = typer.Option(False, "--json", help="print the deviations as JSON"),
-    template: Path | None = typer.Option(None, "--template", help="write the planned facts "
+    template: Path | None = typer.Option(None, "--template", metavar="FILE",
+                                         help="write the planned facts "
                                          "(inventory shape; .json or .yaml) and exit"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:

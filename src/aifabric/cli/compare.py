@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
 import typer
 from rich.table import Table
@@ -24,13 +25,16 @@ __all__ = ["compare"]
 
 
 def compare(
-    scenarios: list[Path] = typer.Argument(..., help="two or more scenarios (YAML)"),
+    scenarios: list[Path] = typer.Argument(..., metavar="SCENARIO",
+                                           help="two or more scenarios (YAML)"),
     as_json: bool = typer.Option(False, "--json", help="print the summaries as JSON"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="write a comparison report "
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                    help="write a comparison report "
                                     "(tables, plots, Markdown) into this folder"),
-    fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
-    sim: str | None = typer.Option(None, "--sim", help="run every scenario on this "
-                                   "simulator: flow, analytic or packet"),
+    fmt: Literal["csv", "parquet"] = typer.Option("csv", "--format",
+                                                 help="table format with --out"),
+    sim: Literal["flow", "analytic", "packet"] | None = typer.Option(
+        None, "--sim", help="run every scenario on this simulator"),
     max_memory: str | None = MAX_MEMORY,
     max_events: float = MAX_EVENTS,
 ) -> None:

@@ -14,7 +14,7 @@ __all__ = ["demo"]
 
 
 def demo(
-    out: Path = typer.Option(Path("demo-report"), "--out", "-o",
+    out: Path = typer.Option(Path("demo-report"), "--out", "-o", metavar="DIR",
                              help="folder for the report (tables, plots, Markdown)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:

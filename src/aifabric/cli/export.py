@@ -44,10 +44,11 @@ def _is_scenario(path: Path) -> bool:
 
 
 def export(
-    spec: Path = typer.Argument(..., help="cluster spec (YAML); a scenario for ns3-rdma "
+    spec: Path = typer.Argument(..., metavar="SPEC",
+                                help="cluster spec (YAML); a scenario for ns3-rdma "
                                 "and htsim (its spec for the graph formats)"),
     format: Format = typer.Option(Format.json, "--format", "-f", help="output format"),
-    out: Path | None = typer.Option(None, "--out", "-o",
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH",
                                     help="output file (default: the spec's name + .json, "
                                     ".graphml or .dot); a folder for ns3-rdma, htsim, "
                                     "astra-sim and simai (default: the scenario's or "
@@ -56,7 +57,8 @@ def export(
         StartTimes.zero, "--start-times", help="ns3-rdma, htsim: zero = every flow at 0 "
         "(scenarios whose transfers do not wait for others); flow = when the flow-level "
         "simulation starts each transfer"),
-    gpu_type: str = typer.Option("H100", "--gpu-type", help="simai: the GPU type label "
+    gpu_type: str = typer.Option("H100", "--gpu-type", metavar="NAME",
+                                 help="simai: the GPU type label "
                                  "of the topology file's header"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:

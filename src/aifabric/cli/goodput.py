@@ -87,12 +87,14 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
 def goodput_cmd(
     scenario: Path = typer.Argument(..., help="scenario with a goodput: section (YAML)",
                                     show_default=False),
-    out: Path | None = typer.Option(None, "--out", "-o", help="write tables (CSV), "
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR", help="write tables (CSV), "
                                     "goodput.json and plots into this folder"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-    trials: int | None = typer.Option(None, "--trials", help="override goodput.trials"),
-    seed: int | None = typer.Option(None, "--seed", help="override goodput.seed"),
-    horizon: str | None = typer.Option(None, "--horizon", help="override goodput.horizon "
+    trials: int | None = typer.Option(None, "--trials", metavar="N",
+                                      help="override goodput.trials"),
+    seed: int | None = typer.Option(None, "--seed", metavar="N", help="override goodput.seed"),
+    horizon: str | None = typer.Option(None, "--horizon", metavar="TIME",
+                                       help="override goodput.horizon "
                                        "(30d, 54d, 12h)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:

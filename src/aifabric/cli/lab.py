@@ -25,7 +25,8 @@ app = typer.Typer(name="lab", help="Prove a design on real FRR daemons in networ
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-DIR_OPT = typer.Option(None, "--dir", help="lab folder (state, FRR sockets, pid files, logs); "
+DIR_OPT = typer.Option(None, "--dir", metavar="DIR",
+                       help="lab folder (state, FRR sockets, pid files, logs); "
                        "default $AIFABRIC_LAB_DIR or /run/aifabric/lab")
 
 
@@ -77,9 +78,10 @@ def _nexthops(lab: Any, sw: str, group: Any) -> str:
 @app.command("up")
 @_lab_errors
 def up_cmd(
-    spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
-    scale: str = typer.Option("small", "--scale", help="small, medium, or counts like "
-                              "hosts=2,rails=2,segments=2,pods=1,uplinks=2,backup=1"),
+    spec: Path = typer.Argument(..., metavar="SPEC", help="cluster spec (YAML)"),
+    scale: str = typer.Option("small", "--scale", metavar="SCALE",
+                              help="small, medium, or counts like hosts=2,rails=2 (keys: "
+                              "hosts, rails, segments, pods, uplinks, backup)"),
     lab_dir: Path | None = DIR_OPT,
     ssh: bool = typer.Option(False, "--ssh", help="also run an sshd in every namespace "
                              "(only on its own address) and write the lab's build with an "
@@ -153,7 +155,8 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
 @_lab_errors
 def test_cmd(
     lab_dir: Path | None = DIR_OPT,
-    timeout: float = typer.Option(60.0, "--timeout", help="seconds to wait for sessions and "
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
+                                  help="seconds to wait for sessions and "
                                   "routes to settle"),
 ) -> None:
     """Check BGP sessions, kernel ECMP groups vs the model, reachability and hops."""
@@ -211,10 +214,12 @@ def test_cmd(
 @app.command("fail")
 @_lab_errors
 def fail_cmd(
-    target: str = typer.Argument(..., help="a switch (tor-s01-r0-a) or a link by one end "
+    target: str = typer.Argument(..., metavar="TARGET",
+                                 help="a switch (tor-s01-r0-a) or a link by one end "
                                  "(tor-s01-r0-a:Ethernet0, host-s00-h000:ens0f1)"),
     lab_dir: Path | None = DIR_OPT,
-    timeout: float = typer.Option(30.0, "--timeout", help="seconds to wait for convergence"),
+    timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS",
+                                  help="seconds to wait for convergence"),
 ) -> None:
     """Take a switch or a link down; measure convergence; show the routes that moved."""
     from aifabric.lab import fail, load_lab, preflight

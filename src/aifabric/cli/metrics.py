@@ -18,19 +18,24 @@ class Format(StrEnum):
 
 
 def metrics_cmd(
-    run_dir: Path = typer.Argument(..., help="a folder written by aifabric simulate --out "
-                                   "(flow or packet run; csv or parquet tables)"),
-    out: Path = typer.Option(..., "--out", "-o", help="the file to write (run.om)"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="a folder written by "
+                                   "aifabric simulate --out (flow or packet run; csv or "
+                                   "parquet tables)"),
+    out: Path = typer.Option(..., "--out", "-o", metavar="FILE",
+                             help="the file to write (run.om)"),
     scenario: Path | None = typer.Option(
-        None, "--scenario", help="the scenario the run came from: its fabric gives every "
-        "port its interface name, plane, rail and segment labels (without it: device, peer "
-        "and tier from the run's links table)"),
-    start: str = typer.Option("2026-01-01T00:00:00Z", "--start", help="wall-clock time of "
+        None, "--scenario", metavar="FILE",
+        help="the scenario the run came from: its fabric gives every port its interface "
+        "name, plane, rail and segment labels (without it: device, peer and tier from the "
+        "run's links table)"),
+    start: str = typer.Option("2026-01-01T00:00:00Z", "--start", metavar="TIME",
+                              help="wall-clock time of "
                               "simulated t = 0: ISO 8601 or Unix seconds (fixed default: "
                               "the same run gives the same bytes)"),
     time_scale: float = typer.Option(
-        1e6, "--time-scale", help="wall-clock seconds per simulated second (default 1e6: "
-        "1 simulated ns = 1 ms, Prometheus' resolution; 1e3 to 1e12)"),
+        1e6, "--time-scale", metavar="NUMBER",
+        help="wall-clock seconds per simulated second (default 1e6: 1 simulated ns = 1 "
+        "ms, Prometheus' resolution; 1e3 to 1e12)"),
     fmt: Format = typer.Option(Format.openmetrics, "--format", help="openmetrics (for "
                                "promtool tsdb create-blocks-from openmetrics) or prometheus "
                                "(text format 0.0.4, ms timestamps: promtool check metrics)"),

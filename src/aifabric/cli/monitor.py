@@ -21,14 +21,16 @@ app = typer.Typer(name="monitor", help="Watch the fabric live: serve the running
 
 @app.command("lab")
 def lab_cmd(
-    lab_dir: Path | None = typer.Option(None, "--dir", help="lab folder; default "
+    lab_dir: Path | None = typer.Option(None, "--dir", metavar="DIR", help="lab folder; default "
                                         "$AIFABRIC_LAB_DIR or /run/aifabric/lab"),
     listen: str = typer.Option("127.0.0.1:9464", "--listen", metavar="HOST:PORT",
-                               help="where to serve /metrics; an address other than "
-                               "loopback exposes the lab to the network"),
-    probes: int = typer.Option(24, "--probes", help="ping probes per scrape between NIC "
+                               help="where to serve /metrics; port 0 picks a free one; an "
+                               "address other than loopback exposes the lab to the network"),
+    probes: int = typer.Option(24, "--probes", metavar="N",
+                               help="ping probes per scrape between NIC "
                                "pairs on different hosts (0-1000; 0 = none)"),
-    timeout: float = typer.Option(0.5, "--timeout", help="seconds a namespace, daemon or "
+    timeout: float = typer.Option(0.5, "--timeout", metavar="SECONDS",
+                                  help="seconds a namespace, daemon or "
                                   "probe may take before it counts as down (0.05-10)"),
     once: bool = typer.Option(False, "--once", help="print one scrape to stdout and exit "
                               "instead of serving"),
@@ -79,6 +81,7 @@ def lab_cmd(
                               soft_wrap=True)
         server = serve(collector, host, port)
         lab = collector.lab
+        port = getattr(server, "server_port", port)  # the one chosen for port 0
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
         console.print(f"monitor lab: serving {url} for {lab.fabric.name} in {lab.dir} "
                       f"({len(lab.layout.switches)} switches, {len(lab.layout.hosts)} hosts, "

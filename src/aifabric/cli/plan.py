@@ -152,7 +152,8 @@ def _propose(gpus: int, nic_gbps: int, switch_ports: int, switch_gbps: int,
 
 
 def plan(
-    specs: list[Path] = typer.Argument(None, help="cluster spec(s) (YAML)", show_default=False),
+    specs: list[Path] = typer.Argument(None, metavar="SPEC",
+                                       help="cluster spec(s) (YAML)", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
     compare: bool = typer.Option(False, "--compare", help="several specs side by side"),
     gpus: int | None = typer.Option(None, "--gpus", min=1,
@@ -162,7 +163,8 @@ def plan(
     switch_gbps: int = typer.Option(400, "--switch-gbps", min=1, help="switch port speed"),
     gpus_per_host: int = typer.Option(8, "--gpus-per-host", min=1),
     nics_per_host: int = typer.Option(8, "--nics-per-host", min=1),
-    write: Path | None = typer.Option(None, "--write", help="write the chosen design's spec"),
+    write: Path | None = typer.Option(None, "--write", metavar="FILE",
+                                      help="write the chosen design's spec"),
     bisection: bool = typer.Option(True, "--bisection/--no-bisection",
                                    help="compute bisection bandwidth (a max-flow)"),
     max_memory: str | None = MAX_MEMORY,

@@ -18,15 +18,14 @@ from typing import Any
 
 import typer
 
-from aifabric.cli._common import console
+from aifabric.cli._common import STORE_HELP, console
 
 app = typer.Typer(name="results", help="Query the results store of sweeps and runs with SQL "
                   "(DuckDB), list its sweeps, compact and verify its files.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode="markdown")
 
-STORE_OPT = typer.Option(None, "--store", metavar="DIR", help="the results store folder "
-                         "(default: $AIFABRIC_STORE, else ./results)")
+STORE_OPT = typer.Option(None, "--store", metavar="DIR", help=STORE_HELP)
 #: rows a console table shows without --limit
 TABLE_ROWS = 50
 
@@ -144,7 +143,8 @@ def list_cmd(store: Path | None = STORE_OPT) -> None:
 @app.command("compact")
 def compact_cmd(
     store: Path | None = STORE_OPT,
-    sweep: str | None = typer.Option(None, "--sweep", help="only this sweep (default: all)"),
+    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME",
+                                     help="only this sweep (default: all)"),
 ) -> None:
     """Merge each sweep's per-run files into one file per folder (faster queries).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from rich.table import Table
@@ -79,12 +79,15 @@ def _render(rep: dict[str, Any]) -> None:
 
 
 def route_cmd(
-    scenario: Path = typer.Argument(..., help="scenario (YAML)", show_default=False),
+    scenario: Path = typer.Argument(..., metavar="SCENARIO",
+                                    help="scenario (YAML)", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-    out: Path | None = typer.Option(None, "--out", help="write links, flows, a histogram"),
-    fmt: str = typer.Option("csv", "--format", help="table format under --out: csv or parquet"),
-    policy: str | None = typer.Option(None, "--policy",
-                                      help="override the scenario's routing policy"),
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                    help="write links, flows, a histogram into this folder"),
+    fmt: Literal["csv", "parquet"] = typer.Option("csv", "--format",
+                                                 help="table format under --out"),
+    policy: Literal["ecmp", "spray", "adaptive", "source_port", "pinned"] | None = typer.Option(
+        None, "--policy", help="override the scenario's routing policy"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Where the flows of a scenario go: per-tier link loads, idle uplinks, the most

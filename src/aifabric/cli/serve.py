@@ -22,13 +22,16 @@ _LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 
 
 def serve_cmd(
-    target: Path | None = typer.Argument(None, show_default=False, help="a fabric spec, "
+    target: Path | None = typer.Argument(None, show_default=False, metavar="TARGET",
+                                         help="a fabric spec, "
                                          "a scenario, or the --out folder of simulate or "
                                          "route; omit with --lab"),
-    scenario: Path | None = typer.Option(None, "--scenario", help="the scenario of a run "
+    scenario: Path | None = typer.Option(None, "--scenario", metavar="FILE",
+                                         help="the scenario of a run "
                                          "folder that has no run.json"),
     lab: bool = typer.Option(False, "--lab", help="serve the running lab, live"),
-    lab_dir: Path | None = typer.Option(None, "--dir", help="lab folder (with --lab); "
+    lab_dir: Path | None = typer.Option(None, "--dir", metavar="DIR",
+                                        help="lab folder (with --lab); "
                                         "default $AIFABRIC_LAB_DIR or /run/aifabric/lab"),
     listen: str = typer.Option("127.0.0.1:8050", "--listen", metavar="HOST:PORT",
                                help="where to serve; port 0 picks a free one; an address "

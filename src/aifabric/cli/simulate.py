@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from rich.progress import (
@@ -283,18 +283,22 @@ _jsonable = api.jsonable  # (compare imports it from here)
 
 
 def simulate_cmd(
-    scenario: Path = typer.Argument(..., help="simulation scenario (YAML)"),
+    scenario: Path = typer.Argument(..., metavar="SCENARIO", help="simulation scenario (YAML)"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="write tables, plots and a "
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                    help="write tables, plots and a "
                                     "Markdown report into this folder"),
-    fmt: str = typer.Option("csv", "--format", help="table format with --out: csv or parquet"),
-    sim: str | None = typer.Option(None, "--sim", help="override the scenario's simulator: "
-                                   "flow, analytic or packet"),
+    fmt: Literal["csv", "parquet"] = typer.Option("csv", "--format",
+                                                 help="table format with --out"),
+    sim: Literal["flow", "analytic", "packet"] | None = typer.Option(
+        None, "--sim", help="override the scenario's simulator"),
     max_memory: str | None = MAX_MEMORY,
     max_events: float = MAX_EVENTS,
-    store: Path | None = typer.Option(None, "--store", help="append the run (summary row "
+    store: Path | None = typer.Option(None, "--store", metavar="DIR",
+                                      help="append the run (summary row "
                                       "and tables) to this results store"),
-    sweep: str | None = typer.Option(None, "--sweep", help="with --store: the sweep to "
+    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME",
+                                     help="with --store: the sweep to "
                                      "file the run under (default: adhoc)"),
 ) -> None:
     """Simulate a scenario: completion time, algbw and busbw of every collective,

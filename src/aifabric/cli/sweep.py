@@ -1,5 +1,5 @@
-"""``aifabric sweep FILE --out DIR``: run a sweep into a results store;
-``aifabric sweep report DIR``: its tables and plots.
+"""``aifabric sweep FILE --store DIR``: run a sweep into a results store;
+``aifabric sweep report --store DIR``: its tables and plots.
 
 ``aifabric sweep FILE ...`` is short for ``aifabric sweep run FILE ...``.
 """
@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
-from typer.core import TyperGroup
 
-from aifabric.cli._common import MAX_MEMORY, console, err_console
+from aifabric.cli._common import (
+    MAX_MEMORY,
+    STORE_HELP,
+    console,
+    default_store,
+    err_console,
+    old_spelling,
+    take_old_spelling,
+)
+from aifabric.cli._usage import HelpGroup
 from aifabric.errors import Problem, SpecError
 from aifabric.sim.limits import DEFAULT_MAX_EVENTS, events_text
 
 
-class _RunByDefault(TyperGroup):
+class _RunByDefault(HelpGroup):
     """``sweep FILE ...`` runs FILE: a first argument that is no subcommand (nor an
     option) is taken as the sweep file of ``run``."""
 
@@ -33,8 +41,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False, rich_markup_mode="markdown",
     help="Run a sweep (a grid or random sample of a scenario's fields, repeated over "
     "seeds) locally or on Ray into a results store, and report it as tables and plots."
-    "\n\n`aifabric sweep FILE --out DIR` is short for `aifabric sweep run FILE --out DIR`; "
-    "`aifabric sweep report DIR` writes the report. The sweep file: docs/sweeps.md.")
+    "\n\n`aifabric sweep FILE --store DIR` is short for `aifabric sweep run FILE --store "
+    "DIR`; `aifabric sweep report --store DIR` writes the report. The sweep file: "
+    "docs/sweeps.md.")
 
 
 def _dry_run(sw: Any, out: Path | None) -> None:
@@ -106,16 +115,22 @@ class _Bar:
 @app.command("run")
 def run_cmd(
     sweep_file: Path = typer.Argument(..., metavar="FILE", help="the sweep file (YAML)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="the results store folder "
-                                    "the rows go to (required unless --dry-run)"),
-    engine: str = typer.Option("local", "--engine", help="local (a process pool) or ray"),
-    address: str | None = typer.Option(None, "--address", help="ray: auto (an existing "
+    out: Path | None = typer.Option(None, "--store", metavar="DIR",
+                                    callback=take_old_spelling("store"),
+                                    help="the results store folder the rows go to "
+                                    "(required unless --dry-run)"),
+    _out: Path | None = old_spelling("store", "--out", "-o"),
+    engine: Literal["local", "ray"] = typer.Option("local", "--engine",
+                                                   help="local (a process pool) or ray"),
+    address: str | None = typer.Option(None, "--address", metavar="ADDRESS",
+                                       help="ray: auto (an existing "
                                        "cluster) or host:port; none: a local Ray cluster"),
-    jobs: int | None = typer.Option(None, "--jobs", "-j", help="points at once: worker "
+    jobs: int | None = typer.Option(None, "--jobs", "-j", metavar="N",
+                                    help="points at once: worker "
                                     "processes (local; 1 = in this process) or the CPUs of "
                                     "a local Ray cluster; default: every CPU"),
     resume: bool = typer.Option(False, "--resume", help="skip the points stored ok in "
-                                "--out, run the rest (a store holding this sweep is "
+                                "--store, run the rest (a store holding this sweep is "
                                 "refused without it)"),
     dry_run: bool = typer.Option(False, "--dry-run", help="validate and list the points; "
                                  "run and write nothing"),
@@ -126,7 +141,7 @@ def run_cmd(
                                      f"(default {events_text(DEFAULT_MAX_EVENTS)}; 0 = no "
                                      "limit)"),
 ) -> None:
-    """Run every point of a sweep file into a results store (--out), locally or on Ray,
+    """Run every point of a sweep file into a results store (--store), locally or on Ray,
     with a progress bar; exit 1 when a point failed, 130 when interrupted."""
     from aifabric.api import check_max_events
     from aifabric.sweep.model import load_sweep
@@ -135,7 +150,7 @@ def run_cmd(
     check_options(engine, jobs, address)
     limit = check_max_events(max_events, "--max-events")
     if out is not None and out.exists() and not out.is_dir():
-        raise SpecError(Problem("--out", f"{out} is a file; allowed: a folder (a results "
+        raise SpecError(Problem("--store", f"{out} is a file; allowed: a folder (a results "
                                 "store, new or holding earlier sweeps)"))
     try:
         sw = load_sweep(sweep_file)
@@ -147,7 +162,7 @@ def run_cmd(
         _dry_run(sw, out)
         return
     if out is None:
-        raise SpecError(Problem("--out", "missing; allowed: --out DIR, the results store "
+        raise SpecError(Problem("--store", "missing; allowed: --store DIR, the results store "
                                 "the rows go to (or --dry-run)"))
     bar = _Bar(sw.name)
     stop = threading.Event()
@@ -185,11 +200,15 @@ def run_cmd(
 
 @app.command("report")
 def report_cmd(
-    store: Path = typer.Argument(..., metavar="DIR", help="the results store of the sweep "
-                                 "(its --out)"),
-    out: Path | None = typer.Option(None, "--out", "-o", help="the report folder (default "
-                                    "DIR/reports/NAME)"),
-    sweep: str | None = typer.Option(None, "--sweep", help="the sweep to report when DIR "
+    store: Path = typer.Option(None, "--store", metavar="DIR",
+                               callback=take_old_spelling("store", default_store),
+                               help=STORE_HELP),
+    _dir: Path | None = old_spelling("store", argument=True),
+    out: Path | None = typer.Option(None, "--out", "-o", metavar="DIR",
+                                    help="the report folder (default "
+                                    "STORE/reports/NAME)"),
+    sweep: str | None = typer.Option(None, "--sweep", metavar="NAME",
+                                     help="the sweep to report when the store "
                                      "holds several"),
 ) -> None:
     """Write a sweep's report: every row (CSV), each figure against each swept field

@@ -25,6 +25,13 @@ _PLAIN = re.compile(r"[A-Za-z0-9._-]{1,63}")
 #: the fields that discriminate the unions of aifabric's input models
 TAG_FIELDS = ("family", "pattern")
 
+#: the label pydantic puts in an error's location for a member of a plain union
+#: (``int | Literal['fabric']``): ``literal['fabric']``, ``constrained-int``,
+#: ``function-after[...]``, ``int``... -- an internal name, never shown
+_LABEL = re.compile(r"[a-z][a-z0-9_-]*\[.*\]|[a-z]+-[a-z0-9_-]+|"
+                    r"int|float|str|bool|bytes|none|list|dict|tuple|set|decimal|"
+                    r"date|datetime|time|timedelta|url|uuid|path")
+
 
 def models_in(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models an annotation can hold (through Optional, unions, lists, dicts)."""
@@ -45,14 +52,24 @@ def tag_of(model: type[BaseModel]) -> tuple[str, str] | None:
     return None
 
 
-def _walk(model: type[BaseModel], loc: tuple[Any, ...]
+def _walk(model: type[BaseModel], loc: tuple[Any, ...], *, keep_last: bool = False
           ) -> tuple[list[str], list[type[BaseModel]]]:
-    """Follow ``loc`` through ``model``: the shown path (tags and indices of unions
-    dropped, list indices kept) and the candidate models at its end."""
+    """Follow ``loc`` through ``model``: the shown path (tags and labels of union members
+    dropped, list indices kept) and the candidate models at its end. ``keep_last``: the
+    last part is a key the user wrote (an unknown field), shown whatever it looks like."""
     shown: list[str] = []
     current: list[type[BaseModel]] = [model]
     key_next = False
-    for part in loc:
+    for i, part in enumerate(loc):
+        user_key = keep_last and i == len(loc) - 1
+        if isinstance(part, str) and not key_next and not user_key and \
+                not any(part in m.model_fields for m in current):
+            named = [m for m in current if m.__name__ == part]
+            if named:  # a model member of a plain union: its fields follow
+                current = named
+                continue
+            if _LABEL.fullmatch(part):
+                continue
         if isinstance(part, int) or key_next:  # a list index or a mapping key
             text = str(part)
             shown.append(text if _PLAIN.fullmatch(text) else show(text))
@@ -102,17 +119,64 @@ def _range(models: list[type[BaseModel]], name: str) -> str | None:
     return None
 
 
+_BOUND_WORDS = {"greater_than_equal": ("ge", "at least"), "greater_than": ("gt", "above"),
+                "less_than_equal": ("le", "at most"), "less_than": ("lt", "below")}
+
+
+def _alternative(e: Any) -> str:
+    """What one member of a plain union accepts, in words (``'fabric'``, ``an integer
+    at least 0``), from the error that member raised."""
+    kind, ctx = e["type"], e.get("ctx") or {}
+    label = next((p for p in reversed(e["loc"]) if isinstance(p, str)), "")
+    noun = "an integer" if "int" in label else "a number" if "float" in label else "a value"
+    if kind == "literal_error" and "expected" in ctx:
+        return str(ctx["expected"])
+    if kind in _BOUND_WORDS:
+        key, word = _BOUND_WORDS[kind]
+        return f"{noun} {word} {_num(ctx.get(key))}"
+    for prefix, words in (("int_", "an integer"), ("float_", "a number"),
+                          ("string_", "text"), ("bool_", "true or false"),
+                          ("list_", "a list"), ("dict_", "a mapping")):
+        if kind.startswith(prefix):
+            return words
+    return str(e["msg"]).removeprefix("Value error, ").removeprefix("Input should be ")
+
+
+def _got(got: Any) -> str:
+    return show(got) if isinstance(got, str) else repr(got)
+
+
 def problems_from_validation(err: ValidationError, model: type[BaseModel],
                              file: str | None) -> list[Problem]:
-    """One :class:`Problem` per error of ``err`` raised validating ``model``."""
+    """One :class:`Problem` per error of ``err`` raised validating ``model``; the errors
+    of every member of a plain union (``int | Literal['fabric']``) at one field are one
+    problem listing what each member accepts."""
+    errors = err.errors(include_url=False)
+    members: dict[str, list[Any]] = {}
+    for e in errors:
+        loc = tuple(e["loc"])
+        shown, _ = _walk(model, loc)
+        if e["type"] not in ("extra_forbidden", "missing", "union_tag_invalid",
+                             "union_tag_not_found") and \
+                len(shown) < sum(1 for p in loc if isinstance(p, str | int)):
+            members.setdefault(".".join(shown), []).append(e)
     problems = []
-    for e in err.errors(include_url=False):
+    merged: set[str] = set()
+    for e in errors:
         loc = tuple(e["loc"])
         if loc and loc[-1] == "[key]":  # the mapping key itself is invalid
             loc = loc[:-1]
         kind, got = e["type"], e.get("input")
         shown, at = _walk(model, loc)
         path = ".".join(shown)
+        if len(members.get(path, ())) > 1:
+            if path not in merged:
+                merged.add(path)
+                alts = list(dict.fromkeys(_alternative(m) for m in members[path]))
+                allowed = ", ".join(alts[:-1]) + f" or {alts[-1]}"
+                problems.append(Problem(path, f"not allowed (got {_got(got)}); allowed: "
+                                        f"{allowed}", file))
+            continue
         if kind in ("union_tag_invalid", "union_tag_not_found"):
             tags = [t for m in at if (t := tag_of(m)) is not None]
             field = tags[0][0] if tags else "type"
@@ -124,6 +188,8 @@ def problems_from_validation(err: ValidationError, model: type[BaseModel],
                 name = f"{got.get(field)!r} " if isinstance(got, dict) else ""
                 msg = f"unknown {field} {name}; allowed: {allowed}".replace(" ;", ";")
         elif kind == "extra_forbidden":
+            shown, _ = _walk(model, loc, keep_last=True)
+            path = ".".join(shown)
             _, parent = _walk(model, loc[:-1])
             allowed = sorted(parent[0].model_fields) if len(parent) == 1 else []
             msg = "unknown field" + (f"; allowed: {', '.join(allowed)}" if allowed else "")

@@ -49,14 +49,14 @@ def load_rows(root: str | os.PathLike[str], sweep: str | None = None
     from aifabric.sweep.runner import definition_path, open_store
 
     if not Path(root).is_dir():
-        raise SpecError(Problem("DIR", f"{root} is not a folder; allowed: the --out folder "
-                                "of a sweep"))
+        raise SpecError(Problem("--store", f"{root} is not a folder; allowed: the results "
+                                "store of a sweep (its --store)"))
     store = open_store(root)
     names = _sweep_names(store)
     if sweep is None:
         if not names:
-            raise SpecError(Problem("DIR", f"{root} holds no sweep rows; allowed: the --out "
-                                    "folder of a sweep that ran"))
+            raise SpecError(Problem("--store", f"{root} holds no sweep rows; allowed: the "
+                                    "results store of a sweep that ran"))
         if len(names) > 1:
             raise SpecError(Problem("--sweep", f"{root} holds {len(names)} sweeps "
                                     f"({', '.join(names)}); allowed: --sweep NAME"))

@@ -64,12 +64,13 @@ _SENT = re.compile(r"(\d+) packets transmitted, (\d+) received")
 # ------------------------------------------------------------------------ listen
 def parse_listen(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:9464`` for IPv6) -> ``(host, port)``; SpecError naming
-    ``--listen`` otherwise."""
+    ``--listen`` otherwise. Port 0 asks the system for any free port."""
     host, sep, port = text.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise SpecError(Problem("--listen", f"{text!r} is not HOST:PORT; allowed: an address "
-                                "and a port 1-65535, e.g. 127.0.0.1:9464"))
+                                "and a port 0-65535 (0: any free port), e.g. "
+                                "127.0.0.1:9464"))
     return host, int(port)
 
 
