@@ -23,8 +23,10 @@ from tests.conftest import EXAMPLES, ROOT
 
 #: a flow scenario of a few seconds (4 jobs on the dual-plane HPN fabric)
 SCENARIO = EXAMPLES / "scenarios" / "hpn-4jobs-dual-plane.yaml"
-#: seconds after the start to send SIGINT: from start-up to past the end of the run
-DELAYS = (0.25, 0.5, 0.8, 1.2, 1.7, 2.3, 3.0, 3.8, 4.7, 6.0)
+#: when to send SIGINT, as fractions of an uninterrupted run's wall time: from start-up
+#: (imports) through loading, the compiled simulation and writing the report, to past
+#: its end
+FRACTIONS = (0.06, 0.12, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.96, 1.1)
 
 
 def _env() -> dict[str, str]:
@@ -53,14 +55,17 @@ def _interrupt_at(delay: float, out: Path) -> tuple[int, str, float]:
 
 def test_ctrl_c_at_any_moment_of_simulate_exits_130_leaving_nothing_partial(tmp_path):
     full = tmp_path / "full"
+    started = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(SCENARIO),
                         "--out", str(full)], capture_output=True, text=True, env=_env(),
                        timeout=120, check=False)
+    wall = time.perf_counter() - started
     assert p.returncode == 0, p.stderr
     complete = _files(full)
     assert "report.md" in complete
+    delays = [round(f * wall, 3) for f in FRACTIONS]
     outcomes = []
-    for i, delay in enumerate(DELAYS):
+    for i, delay in enumerate(delays):
         run = tmp_path / f"run{i}"
         run.mkdir()
         out = run / "D"
@@ -77,7 +82,7 @@ def test_ctrl_c_at_any_moment_of_simulate_exits_130_leaving_nothing_partial(tmp_
         assert [q.name for q in run.iterdir() if q.name != "D"] == [], \
             (delay, "temporaries left")
     interrupted = [d for d, code, _ in outcomes if code == EXIT_CODE]
-    assert len(interrupted) >= len(DELAYS) // 2, outcomes  # most moments fell in the run
+    assert len(interrupted) >= len(delays) // 2, outcomes  # most moments fell in the run
 
 
 #: interrupts the project's compiled ``advance`` (numba, nogil) many times in a row, each
