@@ -15,7 +15,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHECKED_IN_CODE", "MODELS", "Range", "markdown", "numeric_ranges", "unit"]
+__all__ = ["CHECKED_IN_CODE", "MODELS", "Range", "markdown", "models", "numeric_ranges",
+           "unit"]
 
 #: the models whose numbers are listed: the spec, the scenarios of route, simulate and
 #: goodput (a goodput scenario holds a simulate scenario, which holds the spec's fields)
@@ -132,16 +133,22 @@ def _walk(model: type, out: list[Range], seen: set[type]) -> None:
         _leaves(f.annotation, f"{model.__name__}.{name}", _bounds(f.metadata), out, seen)
 
 
-def numeric_ranges(models: tuple[str, ...] = MODELS) -> list[Range]:
-    """Every numeric field of ``models`` (``module:Class``) and of the models they hold,
-    each model once, in declaration order."""
+def models(names: tuple[str, ...] = MODELS) -> list[type]:
+    """The model classes ``names`` (``module:Class``) name. Imported by name: the scenario
+    models live in layers above this one, which only reads their declarations."""
     import importlib
 
+    return [getattr(importlib.import_module(n.split(":")[0]), n.split(":")[1])
+            for n in names]
+
+
+def numeric_ranges(of: list[type] | None = None) -> list[Range]:
+    """Every numeric field of the models ``of`` (default: :func:`models`) and of the models
+    they hold, each model once, in declaration order."""
     out: list[Range] = []
     seen: set[type] = set()
-    for spec in models:
-        mod, cls = spec.split(":")
-        _walk(getattr(importlib.import_module(mod), cls), out, seen)
+    for m in of if of is not None else models():
+        _walk(m, out, seen)
     return out
 
 
@@ -170,11 +177,11 @@ def unit(path: str) -> str:
     return ""
 
 
-def markdown() -> str:
+def markdown(of: list[type] | None = None) -> str:
     """The table of ``docs/spec.md`` ("Physical ranges")."""
     rows = ["| field | type | unit | range |", "|---|---|---|---|"]
     rows += [f"| `{r.path}` | {r.kind} | {unit(r.path)} | {r.text()} |"
-             for r in numeric_ranges()]
+             for r in numeric_ranges(of)]
     return "\n".join(rows) + "\n"
 
 
