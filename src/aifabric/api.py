@@ -792,7 +792,7 @@ def goodput(scn: GoodputScenario | str | Path, *, trials: int | None = None,
     and ``horizon`` (seconds, or text such as "30d") override the scenario's goodput
     section."""
     from aifabric.reliability.model import run_goodput
-    from aifabric.reliability.spec import MAX_S, GoodputScenario, parse_duration
+    from aifabric.reliability.spec import MAX_S, GoodputScenario, horizon_problem, parse_duration
 
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
                                or not 1 <= trials <= 1_000_000):
@@ -811,6 +811,8 @@ def goodput(scn: GoodputScenario | str | Path, *, trials: int | None = None,
     if not isinstance(sc, GoodputScenario):
         raise SpecError(Problem("goodput", "missing; allowed: a scenario with a goodput: "
                                 "section"))
+    if h is not None and (why := horizon_problem(sc.goodput, h)):  # before any model runs
+        raise SpecError(Problem("horizon", why))
     fab = _fabric_of(sc, fabric)
     try:
         res = run_goodput(sc, fab, trials=trials, seed=seed, horizon=h)

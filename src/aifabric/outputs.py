@@ -2,7 +2,8 @@
 
 * **Atomic**: a file or folder is written under a temporary name beside its target and
   renamed into place at the end, so a failure (bad input, a full disk, Ctrl-C) never leaves
-  a partial output, and a previous output stays as it was until the new one is complete.
+  a partial output, and a previous output stays as it was until the new one is complete
+  (a Ctrl-C during the renames waits for them: :func:`aifabric.interrupts.deferred`).
 * **One-line errors**: a target of the wrong kind (a folder where a file goes, or the
   reverse), a missing parent folder, or an operating-system refusal (permissions, a
   read-only file system, a full disk) raise :class:`~aifabric.errors.SpecError` naming the
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from aifabric.errors import Problem, SpecError
+from aifabric.interrupts import deferred
 
 __all__ = ["BUILD", "REPORT", "ROUTE", "atomic_folder", "check_target", "clean_stale",
            "temp_prefix", "umask", "write_file"]
@@ -194,21 +196,24 @@ def atomic_folder(path: str | os.PathLike[str], *, option: str = "--out",
     try:
         os.chmod(tmp, 0o777 & ~umask())
         yield tmp
-        aside = None
-        if target.exists():
-            aside = target.parent / (_prefix(target) + "old")
-            os.replace(target, aside)
-        try:
-            os.replace(tmp, target)
-        except OSError:
-            if aside is not None:  # put the previous output back
-                os.replace(aside, target)
-            raise
+        with deferred():  # Ctrl-C: never between the two renames
+            aside = None
+            if target.exists():
+                aside = target.parent / (_prefix(target) + "old")
+                os.replace(target, aside)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if aside is not None:  # put the previous output back
+                    os.replace(aside, target)
+                raise
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with deferred():
+            shutil.rmtree(tmp, ignore_errors=True)
         raise _os_problem(option, shown, exc) from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with deferred():  # a second Ctrl-C still removes the temporary
+            shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -77,7 +77,8 @@ def test_embedded_spec_and_its_problems_are_named_under_spec(tmp_path):
     with pytest.raises(SpecError) as exc:
         load_scenario(p)
     assert [str(q) for q in exc.value.problems] == [
-        f"{p}: spec.hosts.count: Input should be greater than 0 (got 0)"]
+        f"{p}: spec.hosts.count: Input should be greater than or equal to 1 (got 0); "
+        "allowed: 1..1000000"]
 
 
 def test_all_problems_are_reported_with_file_and_field(tmp_path):

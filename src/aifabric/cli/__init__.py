@@ -216,6 +216,17 @@ def main() -> None:
     """Console entry point."""
     atexit.unregister(_skip_final_collections)  # once per process, however often main runs
     atexit.register(_skip_final_collections)
+    from aifabric import interrupts  # Ctrl-C: one line, exit 130, at any moment
+
+    with interrupts.recorded():
+        try:
+            _run()
+        except BaseException as exc:
+            interrupts.answer(exc, hard=True)  # exits 130 when interrupted
+            raise
+
+
+def _run() -> None:
     try:
         app(standalone_mode=True)
     except SpecError as err:

@@ -80,6 +80,8 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
         console.print(f"sweep of {sw['level']}: optimum {sw['optimum_interval_s'] / 60:.3g} min "
                       f"(best point {sw['best_point']['interval_s'] / 60:.3g} min: ETTR "
                       f"{sw['best_point']['ettr_mean']:.4f}){young}")
+    for note in s.get("notes", []):
+        console.print(styled(("note: ", "bold"), note))
     if files and out is not None:
         console.print(f"wrote {out}/: {', '.join(files)}")
 
@@ -118,8 +120,12 @@ def goodput_cmd(
         from aifabric.outputs import check_target
 
         check_target(out, option="--out", folder=True, **MARKER)
-    res = api.goodput(api.load_scenario(scenario, kind="goodput"), trials=trials, seed=seed,
-                      horizon=h)
+    sc = api.load_scenario(scenario, kind="goodput")
+    from aifabric.reliability.spec import horizon_problem
+
+    if h is not None and (why := horizon_problem(sc.goodput, h)):  # before the models run
+        raise SpecError(Problem("--horizon", why))
+    res = api.goodput(sc, trials=trials, seed=seed, horizon=h)
     files = write_goodput(res.raw, out) if out is not None else None
     if as_json:
         typer.echo(json.dumps(res.summary, indent=2))

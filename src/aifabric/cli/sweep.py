@@ -152,12 +152,15 @@ def run_cmd(
     if out is not None and out.exists() and not out.is_dir():
         raise SpecError(Problem("--store", f"{out} is a file; allowed: a folder (a results "
                                 "store, new or holding earlier sweeps)"))
+    vbar = _Bar(f"{Path(sweep_file).name}: validating points")  # a big sweep's validation
     try:
-        sw = load_sweep(sweep_file)
+        sw = load_sweep(sweep_file, progress=lambda done, total: vbar(done, 0, total))
     except KeyboardInterrupt:
         err_console.print("interrupted while validating the sweep: nothing run",
                           markup=False)
         raise typer.Exit(130) from None
+    finally:
+        vbar.stop()
     if dry_run:
         _dry_run(sw, out)
         return

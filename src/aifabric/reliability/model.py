@@ -21,7 +21,7 @@ from aifabric.reliability.checkpoint import ResolvedLevel, nest, resolve_levels
 from aifabric.reliability.impact import ImpactTable, component_groups, failure_entry, job_impact
 from aifabric.reliability.montecarlo import Degrade, EngineResult, Kind, Levels, run_engine
 from aifabric.reliability.rates import CLASSES, DEFAULTS, HOST_CLASSES, MONTH_S
-from aifabric.reliability.spec import GoodputScenario
+from aifabric.reliability.spec import GoodputScenario, horizon_problem
 from aifabric.topology.fabric import Fabric, LinkKind
 
 __all__ = ["ClassRow", "GoodputResult", "optimum", "run_goodput"]
@@ -231,6 +231,9 @@ def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
     levels = resolve_levels(gp.checkpoint, params=params,
                             hosts=len(job_hosts), nic_gbytes_per_s=hs_cap, step_s=step)
     base, mult = nest(levels)
+    why = horizon_problem(gp, H, base)  # a level in steps: known once the step time is
+    if why:
+        raise SpecError(Problem("goodput.horizon", why))
     sw_level, sweep = _sweep(sc, levels, base, mult, kinds)
     T_sw = min(T, sc.goodput.sweep.trials) if sweep and sc.goodput.sweep else 0
     if max(T, len(sweep) * T_sw) > MAX_CELLS:
@@ -452,7 +455,19 @@ def _summary(sc, fabric, job, gpus, job_hosts, rows, levels, eng: EngineResult,
         "routing": {"groups": len(table.groups), "route_calls": table.route_calls,
                     "flow_simulations": sims},
         "sweep": sweep,
+        "notes": _notes(total_rate * H),
     }
+
+
+def _notes(expected: float) -> list[str]:
+    """What a reader should know before trusting the figures: a horizon too short to
+    hold one interruption (``expected`` per run) reports an ETTR near 1 that says little
+    about failures."""
+    if expected >= 1:
+        return []
+    return [f"the horizon holds {expected:.3g} expected interruptions per run (fewer than "
+            "one): the ETTR is mostly checkpoint stalls; a horizon of days to weeks (30d) "
+            "shows what failures cost"]
 
 
 def _tables(res: GoodputResult, levels, sw_level) -> dict[str, dict[str, list[Any]]]:

@@ -39,7 +39,8 @@ from aifabric.spec.names import Name
 from aifabric.spec.units import duration_value
 
 __all__ = ["CheckpointLevel", "CheckpointSpec", "ClassRate", "Duration", "GoodputScenario",
-           "GoodputSpec", "Recovery", "Sweep", "parse_duration"]
+           "GoodputSpec", "Recovery", "Sweep", "horizon_problem", "parse_duration",
+           "shortest_interval_s"]
 
 #: the longest duration accepted anywhere: 100 years
 MAX_S = 100 * 365 * 86400.0
@@ -196,6 +197,52 @@ class GoodputSpec(_Strict):
         default="flow", description="slowdown of a degraded job (a dual-ToR port lost): "
         "simulated with the flow model, or none")
     sweep: Sweep | None = Field(default_factory=Sweep, description="null: no sweep")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GoodputSpec:
+        """A swept level that exists, and a horizon that holds a checkpoint: found at
+        load, before the routing and flow models run."""
+        names = [lv.name for lv in self.checkpoint.levels]
+        if self.sweep is not None and self.sweep.level is not None \
+                and self.sweep.level not in names:
+            raise ValueError(f"sweep.level: no level {self.sweep.level!r}; allowed: "
+                             f"{', '.join(names)}")
+        why = horizon_problem(self, self.horizon)
+        if why:
+            raise ValueError(f"horizon: {why}")
+        return self
+
+
+def shortest_interval_s(gp: GoodputSpec) -> float | None:
+    """The most frequent checkpoint level's interval in seconds, where it is known
+    without the flow model (``every``, or ``every_steps`` with ``step_time``)."""
+    known = [lv.every if lv.every is not None
+             else (lv.every_steps * gp.step_time if gp.step_time is not None
+                   and lv.every_steps is not None else None)
+             for lv in gp.checkpoint.levels]
+    given = [float(x) for x in known if x is not None]
+    return min(given) if given else None
+
+
+def horizon_problem(gp: GoodputSpec, horizon_s: float,
+                    interval_s: float | None = None) -> str | None:
+    """Why ``horizon_s`` cannot be simulated (None when it can): it must hold one
+    checkpoint interval of the most frequent level (``interval_s``, or the one
+    :func:`shortest_interval_s` knows), else the run would report no checkpoint, no
+    failure and an ETTR of 1."""
+    every = interval_s if interval_s is not None else shortest_interval_s(gp)
+    if every is None or horizon_s >= every:
+        return None
+    return (f"{_dur(horizon_s)} is shorter than one checkpoint interval ({_dur(every)}); "
+            f"allowed: a horizon of at least {_dur(every)} (a training run: days, like "
+            "30d)")
+
+
+def _dur(s: float) -> str:
+    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if s >= size:
+            return f"{s / size:.4g}{unit}"
+    return f"{s:.4g}s"
 
 
 class GoodputScenario(SimScenario):

@@ -170,6 +170,10 @@ def scenario_from_dict(data: Any, *, file: str | None = None, base_dir: Path | N
     if not isinstance(data, dict):
         raise SpecError(Problem("", f"a scenario must be a mapping, got {type(data).__name__}",
                                 file))
+    if "goodput" in data and "goodput" not in model.model_fields:  # a goodput scenario
+        raise SpecError(Problem("goodput", "this is a goodput scenario (failures and "
+                                "checkpoints), read by `aifabric goodput FILE`; allowed "
+                                "here: a scenario without a goodput: section", file))
     written = copy.deepcopy(data)
     data = dict(data)
     problems: list[Problem] = []

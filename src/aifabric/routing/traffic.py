@@ -50,7 +50,8 @@ class _Pattern(StrictModel):
 class Permutation(_Pattern):
     pattern: Literal["permutation"]
     gpus: GpuSet = "all"
-    shift: int | None = Field(default=None, description="GPU i -> GPU i+shift of the set")
+    shift: int | None = Field(default=None, ge=-(1 << 31), le=(1 << 31) - 1,
+                              description="GPU i -> GPU i+shift of the set")
 
 
 class AllToAll(_Pattern):

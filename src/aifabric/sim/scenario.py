@@ -54,6 +54,12 @@ class _Strict(StrictModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: the most GPUs a fabric has (= aifabric.spec.models.MAX_GPUS)
+MAX_GPUS = 10_000_000
+#: a GPU's index among the fabric's active GPUs
+GpuIndex = Annotated[int, Field(ge=0, le=MAX_GPUS - 1)]
+#: a count, or explicit GPUs (plain types: one error, not one per union member; a count
+#: is checked by ``_Placed._count``, explicit GPUs against the fabric's active GPUs)
 GpuSel = int | list[int] | list[str]
 
 
@@ -66,8 +72,8 @@ class _Placed(_Strict):
 
     @model_validator(mode="after")
     def _count(self) -> _Placed:
-        if isinstance(self.gpus, int) and self.gpus < 1:
-            raise ValueError("gpus must be >= 1")
+        if isinstance(self.gpus, int) and not 1 <= self.gpus <= MAX_GPUS:
+            raise ValueError(f"gpus must be 1..{MAX_GPUS:,} (a count of GPUs)")
         return self
 
 
@@ -79,8 +85,8 @@ class CollectiveSpec(_Placed):
     algorithm: str | None = None
     size_bytes: Bytes
     channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
-    root: int = Field(default=0, ge=0)
-    peers: list[Annotated[int, Field(ge=0)]] | None = Field(
+    root: int = Field(default=0, ge=0, le=MAX_GPUS - 1)
+    peers: list[GpuIndex] | None = Field(
         default=None, description="p2p: GPU i sends to peers[i] (positions in this "
         "collective's GPU list)")
     chunk_bytes: Annotated[int, BeforeValidator(size_value),
@@ -145,7 +151,7 @@ class ChakraSpec(_Strict):
     ranks: Count | None = Field(default=None, description="ranks to place (default: the "
                                 "trace's rank files)")
     placement: Literal["pack", "spread", "random", "explicit"] = "pack"
-    gpus: list[Annotated[int, Field(ge=0)]] | list[str] | None = Field(
+    gpus: list[GpuIndex] | list[str] | None = Field(
         default=None, description="explicit: the GPU of each rank (indices among the "
         "fabric's active GPUs, or GPU names)")
     segments: Count | None = Field(default=None, description="spread: segments used")
@@ -153,7 +159,7 @@ class ChakraSpec(_Strict):
     gpu_tflops: float | None = Field(default=None, gt=0, le=1e6, description="compute "
                                      "nodes with num_ops take num_ops / this rate; others "
                                      "their duration")
-    comm_groups: dict[str, list[Annotated[int, Field(ge=0)]]] | None = Field(
+    comm_groups: dict[str, list[GpuIndex]] | None = Field(
         default=None, description="process group name -> ranks (default: the trace "
         "folder's comm_group.json, else the ranks that use the group)")
     channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Text
@@ -46,8 +46,8 @@ class Ecn(_Strict):
     """ECN marking (WRED with ECN) on the RoCE queue: mark from ``min_threshold_bytes``,
     linearly up to ``max_mark_percent`` at ``max_threshold_bytes``."""
 
-    min_threshold_bytes: PositiveInt = 150_000
-    max_threshold_bytes: PositiveInt = 1_500_000
+    min_threshold_bytes: int = Field(default=150_000, ge=1, le=1 << 36)  # 64 GiB
+    max_threshold_bytes: int = Field(default=1_500_000, ge=1, le=1 << 36)
     max_mark_percent: int = Field(default=5, ge=0, le=100)
 
     @model_validator(mode="after")
@@ -84,7 +84,7 @@ class Qos(_Strict):
     cnp_dscp: Dscp = Field(default=48, ge=0, le=63)
     cnp_tc: int = Field(default=6, ge=0, le=7)
     roce_weight_percent: int = Field(default=60, ge=1, le=99)
-    pfc_response_ns: NonNegativeInt = 1_000
+    pfc_response_ns: int = Field(default=1_000, ge=0, le=1_000_000)  # at most 1 ms
     ecn: Ecn = Ecn()
     wred: dict[Annotated[int, Field(ge=1, le=MAX_GBPS)], Ecn] = Field(
         default={}, description="one WRED/ECN profile per port speed (Gbit/s); every "
@@ -228,7 +228,7 @@ class NicDeploy(_Strict):
     """Host NIC naming and RDMA settings."""
 
     rdma_device_prefix: str = Field(default="mlx5_", pattern=r"^[A-Za-z0-9_]{1,24}$")
-    gid_index: NonNegativeInt = 3
+    gid_index: int = Field(default=3, ge=0, le=255)  # a GID table's 256 entries
     host_vlan: int = Field(default=1000, ge=2, le=4094)
     gateway_mac: str = Field(default="00:00:5E:00:01:FE", pattern=_MAC)
 

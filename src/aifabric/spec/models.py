@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt
 
 from aifabric.spec.base import StrictModel
 from aifabric.spec.deploy import Deploy
@@ -44,6 +44,11 @@ MAX_CABLE_M = 100_000.0  # metres of one cable (100 km)
 MAX_ROLE_PORTS = 65_536  # logical ports of one switch (physical ports x breakout)
 MAX_SWITCH_PORTS = 4_096  # physical front-panel ports of one switch
 MAX_LANES = 64  # SerDes lanes of one port, and ways to break one port out
+MIN_GBPS = 1.0  # Gbit/s: the slowest link modelled (slower is a unit slip: Mbit/s, GB/s)
+MAX_HOSTS = 1_000_000  # GPU servers of one fabric
+MAX_GPUS = 10_000_000  # GPUs of one fabric
+MAX_COUNT = 1_000_000  # switches of one tier, segments, pods
+MAX_SEED = (1 << 64) - 1  # seeds: unsigned 64-bit
 
 
 class _Strict(StrictModel):
@@ -60,13 +65,12 @@ class SwitchModel(_Strict):
     breakouts: list[Annotated[int, Field(gt=0, le=MAX_LANES)]] = Field(
         default=[1, 2, 4, 8], description="allowed ways to split one physical port"
     )
-    lanes_per_port: PositiveInt = Field(
-        default=4, le=MAX_LANES,
+    lanes_per_port: int = Field(default=4, ge=1, le=MAX_LANES,
         description="SerDes lanes per physical port (SONiC names ports by lane)"
     )
-    latency_ns: NonNegativeInt = Field(default=800, le=MAX_HOP_NS,
+    latency_ns: int = Field(default=800, ge=0, le=MAX_HOP_NS,
                                        description="port-to-port latency, ns")
-    buffer_mb: PositiveFloat = Field(default=114.0, le=1_000_000.0,
+    buffer_mb: float = Field(default=114.0, ge=0.01, le=1_000_000.0,
                                      description="packet buffer, MB: the PFC headroom pool "
                                      "plus the shared pool (SONiC BUFFER_POOL, and the "
                                      "packet simulator's switch buffer)")
@@ -93,24 +97,28 @@ BUILTIN_SWITCH_MODELS: dict[str, SwitchModel] = {
 class Hosts(_Strict):
     """The GPU servers and their backend (scale-out) NICs."""
 
-    count: PositiveInt | None = Field(default=None, description="active hosts")
-    gpus: PositiveInt | None = Field(default=None, description="active GPUs (instead of count)")
-    gpus_per_host: PositiveInt = 8
-    nics_per_host: PositiveInt = Field(default=8, description="backend NICs = rails")
-    ports_per_nic: PositiveInt = Field(default=1, description="ports per NIC (HPN: 2)")
-    port_gbps: PositiveInt = Field(default=400, le=MAX_GBPS,
+    count: int | None = Field(default=None, ge=1, le=MAX_HOSTS, description="active hosts")
+    gpus: int | None = Field(default=None, ge=1, le=MAX_GPUS,
+                                     description="active GPUs (instead of count)")
+    gpus_per_host: int = Field(default=8, ge=1, le=1024)
+    nics_per_host: int = Field(default=8, ge=1, le=256, description="backend NICs = rails")
+    ports_per_nic: int = Field(default=1, ge=1, le=MAX_LANES,
+                                       description="ports per NIC (HPN: 2)")
+    port_gbps: int = Field(default=400, ge=1, le=MAX_GBPS,
                                    description="speed of one NIC port, Gbit/s")
-    scaleup_gbps: PositiveFloat = Field(
-        default=3600.0, le=MAX_GBPS, description="NVLink bandwidth per GPU per direction, Gbit/s"
+    scaleup_gbps: float = Field(
+        default=3600.0, ge=MIN_GBPS, le=MAX_GBPS,
+        description="NVLink bandwidth per GPU per direction, Gbit/s"
     )
     scaleup: Literal["nvswitch", "mesh"] = Field(
         default="nvswitch", description="intra-host scale-up wiring"
     )
-    pcie_gbps: PositiveFloat = Field(
-        default=512.0, le=MAX_GBPS, description="GPU<->NIC PCIe bandwidth per direction, Gbit/s"
+    pcie_gbps: float = Field(
+        default=512.0, ge=MIN_GBPS, le=MAX_GBPS,
+        description="GPU<->NIC PCIe bandwidth per direction, Gbit/s"
     )
-    backup_per_segment: NonNegativeInt = Field(
-        default=0, description="standby hosts wired into each segment"
+    backup_per_segment: int = Field(default=0, ge=0, le=MAX_ROLE_PORTS,
+        description="standby hosts wired into each segment"
     )
 
     @property
@@ -127,12 +135,13 @@ class SwitchRole(_Strict):
     """
 
     model: Name = Field(default="tomahawk5", description="a switch model name")
-    down_ports: PositiveInt | None = Field(default=None, le=MAX_ROLE_PORTS)
-    up_ports: NonNegativeInt | None = Field(default=None, le=MAX_ROLE_PORTS)
-    down_gbps: PositiveInt | None = Field(default=None, le=MAX_GBPS)
-    up_gbps: PositiveInt | None = Field(default=None, le=MAX_GBPS)
-    count: PositiveInt | None = Field(
-        default=None, description="number of switches in the tier (derived if unset)"
+    down_ports: int | None = Field(default=None, ge=1, le=MAX_ROLE_PORTS)
+    up_ports: int | None = Field(default=None, ge=0, le=MAX_ROLE_PORTS)
+    down_gbps: int | None = Field(default=None, ge=1, le=MAX_GBPS)
+    up_gbps: int | None = Field(default=None, ge=1, le=MAX_GBPS)
+    count: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+        description="number of switches in the tier (derived if "
+        "unset)"
     )
 
 
@@ -142,8 +151,9 @@ class ClosTopology(_Strict):
     family: Literal["clos"]
     leaf: SwitchRole = SwitchRole()
     spine: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat | None = Field(
-        default=None, description="leaf active down:up bandwidth (1.0 if unset and no leaf "
+    oversubscription: float | None = Field(
+        default=None, ge=0.01, le=100.0,
+        description="leaf active down:up bandwidth (1.0 if unset and no leaf "
         "ports are given); conflicts with leaf.up_ports"
     )
     rail_optimized: bool = False
@@ -155,8 +165,8 @@ class RailTopology(_Strict):
     family: Literal["rail"]
     leaf: SwitchRole = SwitchRole()
     spine: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat | None = Field(
-        default=None, description="as for clos"
+    oversubscription: float | None = Field(
+        default=None, ge=0.01, le=100.0, description="as for clos"
     )
 
 
@@ -167,16 +177,15 @@ class SingleTorTopology(_Strict):
     tor: SwitchRole = SwitchRole()
     agg: SwitchRole = SwitchRole()
     core: SwitchRole = SwitchRole()
-    oversubscription: PositiveFloat | None = Field(
-        default=None, description="ToR (and, with pods, agg) active down:up bandwidth; 1.0 "
+    oversubscription: float | None = Field(
+        default=None, ge=0.01, le=100.0,
+        description="ToR (and, with pods, agg) active down:up bandwidth; 1.0 "
         "if unset and no ports are given; conflicts with tor/agg.up_ports"
     )
-    hosts_per_tor: PositiveInt | None = Field(
-        default=None, le=65536,
+    hosts_per_tor: int | None = Field(default=None, ge=1, le=65536,
         description="hosts per ToR (a segment); derived from the ports if unset"
     )
-    tors_per_pod: PositiveInt | None = Field(
-        default=None, le=65536,
+    tors_per_pod: int | None = Field(default=None, ge=1, le=65536,
         description="ToRs under one agg set; more ToRs than this add a core tier"
     )
 
@@ -186,10 +195,12 @@ class FatTreeTopology(_Strict):
     group i."""
 
     family: Literal["fat_tree"]
-    k: PositiveInt | None = Field(default=None, description="switch radix; default model ports")
+    k: int | None = Field(default=None, ge=1, le=MAX_ROLE_PORTS,
+                                  description="switch radix; default model ports")
     switch: SwitchRole = SwitchRole()
     rail_optimized: bool = True
-    pods: PositiveInt | None = Field(default=None, description="pods built (default: as needed)")
+    pods: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+                                     description="pods built (default: as needed)")
 
 
 class MultiplaneTopology(_Strict):
@@ -205,9 +216,10 @@ class HpnTopology(_Strict):
 
     family: Literal["hpn"]
     planes: Literal[1, 2] = 2
-    hosts_per_segment: PositiveInt = Field(default=128, description="active hosts per segment")
-    segments_per_pod: PositiveInt | None = Field(
-        default=None, description="derived from the agg down ports if unset"
+    hosts_per_segment: int = Field(default=128, ge=1, le=MAX_ROLE_PORTS,
+                                           description="active hosts per segment")
+    segments_per_pod: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+        description="derived from the agg down ports if unset"
     )
     tor: SwitchRole = SwitchRole(up_ports=60)
     agg: SwitchRole = SwitchRole(down_ports=120, up_ports=8)
@@ -228,16 +240,17 @@ Topology = Annotated[
 class Latency(_Strict):
     """Link latencies. Cable latency = length x ns per metre; switch latency is in the model."""
 
-    scaleup_ns: NonNegativeInt = Field(default=500, le=MAX_HOP_NS, description="one NVLink hop")
-    pcie_ns: NonNegativeInt = Field(default=300, le=MAX_HOP_NS, description="GPU<->NIC over PCIe")
-    cable_ns_per_m: PositiveFloat = Field(default=5.0, le=100.0,
-                                          description="propagation in fibre/copper")
-    access_m: PositiveFloat = Field(default=3.0, le=MAX_CABLE_M,
-                                    description="host<->ToR cable length")
-    leaf_spine_m: PositiveFloat = Field(default=50.0, le=MAX_CABLE_M,
-                                        description="ToR<->agg cable length")
-    spine_core_m: PositiveFloat = Field(default=200.0, le=MAX_CABLE_M,
-                                        description="agg<->core cable length")
+    scaleup_ns: int = Field(default=500, ge=0, le=MAX_HOP_NS, description="one NVLink hop")
+    pcie_ns: int = Field(default=300, ge=0, le=MAX_HOP_NS, description="GPU<->NIC over PCIe")
+    cable_ns_per_m: float = Field(default=5.0, ge=3.3, le=100.0,
+                                  description="propagation in fibre/copper (light in "
+                                  "vacuum: 3.34 ns/m)")
+    access_m: float = Field(default=3.0, ge=0.1, le=MAX_CABLE_M,
+                            description="host<->ToR cable length")
+    leaf_spine_m: float = Field(default=50.0, ge=0.1, le=MAX_CABLE_M,
+                                description="ToR<->agg cable length")
+    spine_core_m: float = Field(default=200.0, ge=0.1, le=MAX_CABLE_M,
+                                description="agg<->core cable length")
 
 
 Medium = Literal["dac", "aoc", "optic"]
@@ -274,14 +287,15 @@ class Routing(_Strict):
     hash_fields: list[HashField] = Field(
         default=["src_ip", "dst_ip", "protocol", "src_port", "dst_port"],
         description="header fields fed to the hash")
-    seed: int = Field(default=0, description="ECMP hash seed")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="ECMP hash seed")
     seed_mode: Literal["same", "per_switch"] = Field(
         default="same", description="same seed on every switch (polarizes) or one per switch")
     selection: Literal["mod", "table"] = Field(
         default="mod", description="member = hash mod n, or through a fixed-size member table")
-    table_size: PositiveInt = Field(default=256, description="member-table entries")
-    qps_per_connection: PositiveInt = Field(
-        default=1, description="NCCL QPs per connection (each QP is a flow)")
+    table_size: int = Field(default=256, ge=1, le=MAX_ROLE_PORTS,
+                                    description="member-table entries")
+    qps_per_connection: int = Field(default=1, ge=1, le=1024,
+        description="NCCL QPs per connection (each QP is a flow)")
     nic_port_choice: Literal["hash", "round_robin"] = Field(
         default="hash", description="dual-port NICs: which port a QP uses")
 
@@ -299,7 +313,8 @@ class Spec(_Strict):
     addressing: Addressing = Addressing()
     routing: Routing = Routing()
     deploy: Deploy = Deploy()
-    seed: int = Field(default=0, description="seed for every random choice downstream")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED,
+                      description="seed for every random choice downstream")
 
     def switch_model(self, name: str) -> SwitchModel | None:
         """The model called ``name``: the spec's own first, then the built-ins."""

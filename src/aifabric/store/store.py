@@ -401,15 +401,18 @@ class Store:
                 if old not in tables:
                     stale.unlink(missing_ok=True)
         kill_after = int(os.environ.get(CRASH_HOOK, "0") or 0)
+        from aifabric.interrupts import deferred
+
         try:
-            for i, (tmp, target) in enumerate(staged):
-                if kill_after and i == kill_after:
-                    os.kill(os.getpid(), signal.SIGKILL)
-                if i == len(staged) - 1:  # the tables' renames durable before the commit
-                    for d in sorted({t.parent for _, t in staged[:-1]}):
-                        _fsync_dir(d)
-                os.replace(tmp, target)  # the summary row is the last: the commit
-            _fsync_dir(staged[-1][1].parent)
+            with deferred():  # a Ctrl-C waits for the renames: a run is stored whole
+                for i, (tmp, target) in enumerate(staged):
+                    if kill_after and i == kill_after:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    if i == len(staged) - 1:  # the tables' renames durable before the commit
+                        for d in sorted({t.parent for _, t in staged[:-1]}):
+                            _fsync_dir(d)
+                    os.replace(tmp, target)  # the summary row is the last: the commit
+                _fsync_dir(staged[-1][1].parent)
         except OSError as e:
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,8 +41,9 @@ from aifabric.errors import Problem, SpecError
 from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Text
 
-__all__ = ["DEFAULT_FIGURES", "Point", "RandomField", "Sweep", "SweepFile", "expand",
-           "load_sweep", "overrides_json"]
+__all__ = ["DEFAULT_FIGURES", "DEFAULT_MAX_POINTS", "MAX_POINTS_ENV", "Point", "RandomField",
+           "Sweep", "SweepFile", "check_count", "expand", "load_sweep", "max_points",
+           "overrides_json"]
 
 #: a sweep name: a store partition and a file name
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -54,8 +56,16 @@ DEFAULT_FIGURES = ("makespan_ns", "coll.0.busbw_gb_per_s", "job.0.iteration_ns",
 AUTO_TABLE_ROWS = 10_000
 #: problems shown for the points of one sweep (the rest are counted)
 MAX_PROBLEMS = 10
-#: the most points one sweep file may expand to
-MAX_POINTS = 1_000_000
+#: the most points one sweep file may expand to: ``max_points`` cannot go above it
+MAX_POINTS = 10_000_000
+#: the most points a sweep file expands to unless its ``max_points`` (or the environment
+#: variable :data:`MAX_POINTS_ENV`) says more: validating takes ~1 ms a point, so 100,000
+#: points take about 2 minutes before anything runs
+DEFAULT_MAX_POINTS = 100_000
+#: the environment variable that sets the default cap (an integer, 1..MAX_POINTS)
+MAX_POINTS_ENV = "AIFABRIC_MAX_SWEEP_POINTS"
+#: a sweep of at least this many points reports its validation's progress
+PROGRESS_POINTS = 2_000
 #: the value an error message quotes (``... (got 'x')``)
 _GOT = re.compile(r" \(got .*\)$")
 #: a dotted field path: names and list indices
@@ -123,6 +133,9 @@ class SweepFile(_Strict):
     tables: Literal["auto", "all", "none"] | list[str] = Field(
         default="auto", description="the run tables stored per point: auto (those of at "
         f"most {AUTO_TABLE_ROWS:,} rows), all, none, or a list of table names")
+    max_points: int | None = Field(
+        default=None, ge=1, le=MAX_POINTS, description="refuse the sweep when it expands to "
+        f"more points than this (default {DEFAULT_MAX_POINTS:,}, or {MAX_POINTS_ENV})")
 
     @field_validator("name")
     @classmethod
@@ -249,6 +262,53 @@ def _count(spec: SweepFile) -> int:
     return n
 
 
+def _axes(spec: SweepFile) -> str:
+    """How the points multiply: ``grid routing.policy 2 x jobs.0.seed 500; random 10;
+    repeat 20 seeds``."""
+    parts = []
+    if spec.grid:
+        parts.append("grid " + " x ".join(f"{k} {len(v):,}" for k, v in spec.grid.items()))
+    if spec.random is not None:
+        parts.append(f"random {spec.random.samples:,} samples")
+    if spec.repeat is not None:
+        parts.append(f"repeat {spec.repeat.seeds:,} seeds")
+    return "; ".join(parts) or "the base scenario once"
+
+
+def max_points(spec: SweepFile, file: str = "") -> int:
+    """The cap on the points of ``spec``: its ``max_points``, else the environment variable
+    :data:`MAX_POINTS_ENV`, else :data:`DEFAULT_MAX_POINTS`."""
+    import os
+
+    if spec.max_points is not None:
+        return spec.max_points
+    raw = os.environ.get(MAX_POINTS_ENV, "").strip().replace("_", "").replace(",", "")
+    if not raw:
+        return DEFAULT_MAX_POINTS
+    try:
+        cap = int(raw)
+    except ValueError:
+        cap = 0
+    if not 1 <= cap <= MAX_POINTS:
+        raise SpecError(Problem(MAX_POINTS_ENV, f"{os.environ[MAX_POINTS_ENV]!r} is not a "
+                                f"point count; allowed: an integer 1..{MAX_POINTS:,}", file))
+    return cap
+
+
+def check_count(spec: SweepFile, file: str = "") -> int:
+    """The number of points ``spec`` expands to, counted without expanding it; a count
+    above :func:`max_points` is refused naming the axes, the count and the cap."""
+    n = _count(spec)
+    cap = max_points(spec, file)
+    if n > cap:
+        where = ("max_points" if spec.max_points is not None
+                 else f"max_points in the sweep file or {MAX_POINTS_ENV}")
+        raise SpecError(Problem("", f"{n:,} points ({_axes(spec)}); allowed: at most "
+                                f"{cap:,} (raise it with {where}, up to {MAX_POINTS:,}; "
+                                "validating takes about 1 ms a point)", file))
+    return n
+
+
 def _field_problems(spec: SweepFile, model: type, file: str) -> list[Problem]:
     """Every swept field: a dotted path that exists in the scenario, given once."""
     from aifabric.routing.overrides import check_override_path
@@ -289,9 +349,13 @@ def _same_kind(points: list[dict[str, Any]], fields: list[str]) -> None:
                     p[f] = float(p[f])
 
 
-def load_sweep(path: str | Path) -> Sweep:
+def load_sweep(path: str | Path,
+               progress: Callable[[int, int], None] | None = None) -> Sweep:
     """Read a sweep file, load its base scenario and validate every point (SpecError
-    naming the file, the field and the point before anything runs)."""
+    naming the file, the field and the point before anything runs). The points are
+    counted first: more than :func:`max_points` are refused at once. ``progress(done,
+    total)`` is called as the points are validated (a sweep of :data:`PROGRESS_POINTS`
+    points or more)."""
     from aifabric.routing.overrides import apply_overrides, scenario_document
     from aifabric.routing.scenario import load_scenario
     from aifabric.sim.identity import content_hash
@@ -309,9 +373,7 @@ def load_sweep(path: str | Path) -> Sweep:
         spec = SweepFile.model_validate(data)
     except ValidationError as err:
         raise SpecError(problems_from_validation(err, SweepFile, file)) from None
-    n = _count(spec)
-    if n > MAX_POINTS:
-        raise SpecError(Problem("", f"{n:,} points; allowed: at most {MAX_POINTS:,}", file))
+    total = check_count(spec, file)
     scn_path = Path(spec.scenario)
     if not scn_path.is_absolute():
         scn_path = p.parent / scn_path
@@ -334,7 +396,10 @@ def load_sweep(path: str | Path) -> Sweep:
     source = {**dict.fromkeys(spec.repeat.fields if spec.repeat else (), "repeat.fields"),
               **dict.fromkeys(spec.random.fields if spec.random else (), "random.fields"),
               **dict.fromkeys(spec.grid, "grid")}
+    report = progress if progress is not None and total >= PROGRESS_POINTS else None
     for i, ov in enumerate(raw):
+        if report is not None and i % 500 == 0:
+            report(i, total)
         try:
             run_id = content_hash(apply_overrides(base, ov))
         except SpecError as err:
@@ -353,6 +418,8 @@ def load_sweep(path: str | Path) -> Sweep:
             continue
         seen.add(run_id)
         points.append(Point(i, ov, run_id, i % spec.repeat.seeds if spec.repeat else None))
+    if report is not None:
+        report(total, total)
     if bad:
         problems = []
         for (where, _), (i, ov, n, msg) in bad.items():

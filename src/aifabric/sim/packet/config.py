@@ -225,7 +225,7 @@ class NicConfig(_Strict):
         default=True, description="the window is window x current rate / line rate (ns-3 "
         "RDMA simulator's VAR_WIN, set wherever HAS_WIN is: rdma-queue-pair.cc GetWin)")
     rx_gbps: float | None = Field(
-        default=None, gt=0, le=MAX_RATE_MBPS / 1000, description="the rate the host takes "
+        default=None, ge=1, le=MAX_RATE_MBPS / 1000, description="the rate the host takes "
         "data out of the NIC's receive buffer (PCIe, memory), Gbit/s of payload; none: as "
         "fast as frames arrive (no receive buffer modelled, no cost)")
     host_pfc: HostPfcConfig = HostPfcConfig()
