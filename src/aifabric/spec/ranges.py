@@ -1,10 +1,11 @@
 """The physical range of every number an input holds: each numeric field of the spec and
 scenario models with the lower and upper bound its declaration gives.
 
-``python -m aifabric.spec.ranges`` prints the table of ``docs/spec.md`` ("Physical
-ranges"); ``tests/spec/test_ranges.py`` checks that every numeric field has finite bounds
-(or is one of :data:`CHECKED_IN_CODE`, bounded by a validator) and that the document lists
-each with its bounds.
+``python scripts/spec_ranges.py`` prints the table of ``docs/spec.md`` ("Physical
+ranges") for the spec and the scenario models (they live in layers above this one, so the
+walker takes the classes it is given); ``tests/spec/test_ranges.py`` checks that every
+numeric field has finite bounds (or is one of :data:`CHECKED_IN_CODE`, bounded by a
+validator) and that the document lists each with its bounds.
 """
 
 from __future__ import annotations
@@ -15,13 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHECKED_IN_CODE", "MODELS", "Range", "markdown", "models", "numeric_ranges",
-           "unit"]
-
-#: the models whose numbers are listed: the spec, the scenarios of route, simulate and
-#: goodput (a goodput scenario holds a simulate scenario, which holds the spec's fields)
-MODELS = ("aifabric.spec.models:Spec", "aifabric.routing.scenario:Scenario",
-          "aifabric.sim.scenario:SimScenario", "aifabric.reliability.spec:GoodputScenario")
+__all__ = ["CHECKED_IN_CODE", "Range", "markdown", "numeric_ranges", "unit"]
 
 #: numeric fields bounded by a validator rather than their declaration (a bound on one
 #: member of a union would give one error per member), and the range it enforces
@@ -133,21 +128,12 @@ def _walk(model: type, out: list[Range], seen: set[type]) -> None:
         _leaves(f.annotation, f"{model.__name__}.{name}", _bounds(f.metadata), out, seen)
 
 
-def models(names: tuple[str, ...] = MODELS) -> list[type]:
-    """The model classes ``names`` (``module:Class``) name. Imported by name: the scenario
-    models live in layers above this one, which only reads their declarations."""
-    import importlib
-
-    return [getattr(importlib.import_module(n.split(":")[0]), n.split(":")[1])
-            for n in names]
-
-
-def numeric_ranges(of: list[type] | None = None) -> list[Range]:
-    """Every numeric field of the models ``of`` (default: :func:`models`) and of the models
-    they hold, each model once, in declaration order."""
+def numeric_ranges(of: list[type]) -> list[Range]:
+    """Every numeric field of the pydantic models ``of`` and of the models they hold, each
+    model once, in declaration order."""
     out: list[Range] = []
     seen: set[type] = set()
-    for m in of if of is not None else models():
+    for m in of:
         _walk(m, out, seen)
     return out
 
@@ -177,13 +163,9 @@ def unit(path: str) -> str:
     return ""
 
 
-def markdown(of: list[type] | None = None) -> str:
-    """The table of ``docs/spec.md`` ("Physical ranges")."""
+def markdown(of: list[type]) -> str:
+    """The table of ``docs/spec.md`` ("Physical ranges") of the models ``of``."""
     rows = ["| field | type | unit | range |", "|---|---|---|---|"]
     rows += [f"| `{r.path}` | {r.kind} | {unit(r.path)} | {r.text()} |"
              for r in numeric_ranges(of)]
     return "\n".join(rows) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(markdown(), end="")
