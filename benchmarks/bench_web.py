@@ -31,9 +31,14 @@ processes of their own (httpx, one connection each), the probe in this one.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from _harness import run_isolated
@@ -54,6 +59,37 @@ CASES = [
 #: the page case (not pinned, see the docstring)
 PAGE_CASE = ("page interactive, HPN pod", "page", "hpn-pod", 3.0)
 
+@contextlib.contextmanager
+def _served(example: str, wait_s: float) -> Iterator[str]:
+    """``aifabric serve examples/<example>.yaml`` on 127.0.0.1 (a free port) for the
+    duration of the block: its URL, once it printed one within ``wait_s``; stopped by its
+    pid afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "serve.log"
+        with log.open("wb") as fh:
+            proc = subprocess.Popen([sys.executable, "-m", "aifabric", "serve",
+                                     str(ROOT / "examples" / f"{example}.yaml"), "--listen",
+                                     "127.0.0.1:0"], stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + wait_s
+            url = None
+            while url is None and time.monotonic() < deadline and proc.poll() is None:
+                m = re.search(r"http://127\.0\.0\.1:\d+/", log.read_text(errors="replace"))
+                url = m.group(0) if m else None
+                time.sleep(0.1)
+            if url is None:
+                raise RuntimeError(f"aifabric serve gave no URL: {log.read_text()[-500:]}")
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
 
 def _hpn_no_failures(work: Path) -> Path:
     """examples/scenarios/hpn-tor-failure.yaml without its failure (same traffic)."""
@@ -71,10 +107,7 @@ def _hpn_no_failures(work: Path) -> Path:
 def _page(case: tuple) -> dict | None:
     """Seconds until the page of ``aifabric serve examples/hpn-pod.yaml`` is interactive
     (its readyMs), in headless Chromium; None without chromium/playwright."""
-    import re
     import shutil
-    import subprocess
-    import tempfile
 
     chromium = shutil.which("chromium")
     try:
@@ -83,45 +116,23 @@ def _page(case: tuple) -> dict | None:
         return None
     if chromium is None:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "serve.log"
-        with log.open("wb") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "aifabric", "serve",
-                                     str(ROOT / "examples" / f"{case[2]}.yaml"), "--listen",
-                                     "127.0.0.1:0"], stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+    with _served(case[2], 120) as url:
+        pw = sync_playwright().start()
         try:
-            deadline = time.monotonic() + 120
-            url = None
-            while url is None and time.monotonic() < deadline and proc.poll() is None:
-                m = re.search(r"http://127\.0\.0\.1:\d+/", log.read_text(errors="replace"))
-                url = m.group(0) if m else None
-                time.sleep(0.1)
-            if url is None:
-                raise RuntimeError(f"aifabric serve gave no URL: {log.read_text()[-500:]}")
-            pw = sync_playwright().start()
-            try:
-                b = pw.chromium.launch(executable_path=chromium, headless=True)
-                best = None
-                for _ in range(3):  # best of 3 fresh pages (the first warms the server)
-                    ctx = b.new_context(viewport={"width": 1400, "height": 900})
-                    page = ctx.new_page()
-                    page.set_default_timeout(30_000)
-                    page.goto(url)
-                    page.wait_for_function("() => document.body.dataset.ready === '1'")
-                    ms = float(page.evaluate("window.aifabric.state.readyMs"))
-                    best = ms if best is None else min(best, ms)
-                    ctx.close()
-                b.close()
-            finally:
-                pw.stop()
+            b = pw.chromium.launch(executable_path=chromium, headless=True)
+            best = None
+            for _ in range(3):  # best of 3 fresh pages (the first warms the server)
+                ctx = b.new_context(viewport={"width": 1400, "height": 900})
+                page = ctx.new_page()
+                page.set_default_timeout(30_000)
+                page.goto(url)
+                page.wait_for_function("() => document.body.dataset.ready === '1'")
+                ms = float(page.evaluate("window.aifabric.state.readyMs"))
+                best = ms if best is None else min(best, ms)
+                ctx.close()
+            b.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            pw.stop()
     return {"name": case[0], "seconds": (best or 0.0) / 1000, "peak_mb": float("nan"),
             "size": "best of 3 page loads (readyMs)"}
 
@@ -263,69 +274,44 @@ def _whatif_client(job: tuple[str, list[str]]) -> tuple[list[float], list[str]]:
 def _concurrent(case: tuple = CONCURRENT) -> dict:
     """/api/info latency alone and while ``clients`` threads run what-ifs (see the module
     docstring)."""
-    import re
-    import subprocess
-    import tempfile
 
     import httpx
 
     name, example, clients, per_client, _ = case
-    with tempfile.TemporaryDirectory() as tmp:
-        log = Path(tmp) / "serve.log"
-        with log.open("wb") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "aifabric", "serve",
-                                     str(ROOT / "examples" / f"{example}.yaml"), "--listen",
-                                     "127.0.0.1:0"], stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 180
-            url = None
-            while url is None and time.monotonic() < deadline and proc.poll() is None:
-                m = re.search(r"http://127\.0\.0\.1:\d+/", log.read_text(errors="replace"))
-                url = m.group(0) if m else None
-                time.sleep(0.1)
-            if url is None:
-                raise RuntimeError(f"aifabric serve gave no URL: {log.read_text()[-500:]}")
-            probe = httpx.Client(base_url=url, timeout=60)
-            alone = []
-            for _ in range(50):
+    with _served(example, 180) as url:
+        probe = httpx.Client(base_url=url, timeout=60)
+        alone = []
+        for _ in range(50):
+            t0 = time.perf_counter()
+            probe.get("/api/info").raise_for_status()
+            alone.append(time.perf_counter() - t0)
+        tors = [h["name"] for h in probe.get("/api/search", params={"q": "tor-"}).json()
+                if h.get("kind") == "tor" or str(h["name"]).startswith("tor-")]
+        need = clients * per_client
+        if len(tors) < need:
+            raise RuntimeError(f"{len(tors)} ToRs found, {need} needed")
+        # the what-if clients are processes: in threads here they would share this
+        # process's GIL with the probe and slow its readings down
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        jobs = [(url, tors[i * per_client:(i + 1) * per_client]) for i in range(clients)]
+        t_start = time.perf_counter()
+        with ctx.Pool(clients) as pool:
+            pending = pool.map_async(_whatif_client, jobs)
+            loaded = []
+            while not pending.ready():
                 t0 = time.perf_counter()
                 probe.get("/api/info").raise_for_status()
-                alone.append(time.perf_counter() - t0)
-            tors = [h["name"] for h in probe.get("/api/search", params={"q": "tor-"}).json()
-                    if h.get("kind") == "tor" or str(h["name"]).startswith("tor-")]
-            need = clients * per_client
-            if len(tors) < need:
-                raise RuntimeError(f"{len(tors)} ToRs found, {need} needed")
-            # the what-if clients are processes: in threads here they would share this
-            # process's GIL with the probe and slow its readings down
-            import multiprocessing as mp
-
-            ctx = mp.get_context("fork")
-            jobs = [(url, tors[i * per_client:(i + 1) * per_client]) for i in range(clients)]
-            t_start = time.perf_counter()
-            with ctx.Pool(clients) as pool:
-                pending = pool.map_async(_whatif_client, jobs)
-                loaded = []
-                while not pending.ready():
-                    t0 = time.perf_counter()
-                    probe.get("/api/info").raise_for_status()
-                    loaded.append(time.perf_counter() - t0)
-                    time.sleep(0.02)
-                wall = time.perf_counter() - t_start
-                done = pending.get()
-            whatif_s = [x for d in done for x in d[0]]
-            errors = [e for d in done for e in d[1]]
-            probe.close()
-            if errors:
-                raise RuntimeError(f"what-if failed: {errors[0]}")
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+                loaded.append(time.perf_counter() - t0)
+                time.sleep(0.02)
+            wall = time.perf_counter() - t_start
+            done = pending.get()
+        whatif_s = [x for d in done for x in d[0]]
+        errors = [e for d in done for e in d[1]]
+        probe.close()
+        if errors:
+            raise RuntimeError(f"what-if failed: {errors[0]}")
     return {"name": name, "alone_p50_s": _pct(alone, 50), "alone_p95_s": _pct(alone, 95),
             "p50_s": _pct(loaded, 50), "p95_s": _pct(loaded, 95),
             "max_s": max(loaded) if loaded else float("nan"), "reads": len(loaded),

@@ -319,10 +319,10 @@ def stamp(S, p, k, now, qbytes):
 
 
 @njit(cache=True)
-def rand01(RNG):
-    """splitmix64 -> a float in [0, 1)."""
-    x = RNG[0] + np.uint64(0x9E3779B97F4A7C15)
-    RNG[0] = x
+def _splitmix(RNG, k):
+    """splitmix64 on stream ``RNG[k]`` -> a float in [0, 1)."""
+    x = RNG[k] + np.uint64(0x9E3779B97F4A7C15)
+    RNG[k] = x
     z = x
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -331,16 +331,16 @@ def rand01(RNG):
 
 
 @njit(cache=True)
+def rand01(RNG):
+    """The ECN marking stream (``RNG[0]``) -> a float in [0, 1)."""
+    return _splitmix(RNG, 0)
+
+
+@njit(cache=True)
 def rand_lb(RNG):
-    """splitmix64 on the spraying stream (``RNG[1]``) -> a float in [0, 1): apart from
-    the ECN marking stream, so spraying does not move WRED's draws."""
-    x = RNG[1] + np.uint64(0x9E3779B97F4A7C15)
-    RNG[1] = x
-    z = x
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return float(z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+    """The spraying stream (``RNG[1]``) -> a float in [0, 1): apart from the ECN marking
+    stream, so spraying does not move WRED's draws."""
+    return _splitmix(RNG, 1)
 
 
 @njit(cache=True)
