@@ -62,10 +62,17 @@ def test_a_collective_runs_packet_by_packet(cli, tmp_path):
     ("{pfc: {xoff_bytes: 100, xon_bytes: 200}}", "packet.pfc"),
     ("{buffer: {size_bytes: 1000}, pfc: {headroom_bytes: 5000}}", "packet"),
     ("{cc: {algorithm: cubic}}", "packet.cc.algorithm"),
+    # per-packet load balancing and the receiver (docs/packet.md)
+    ("{lb: {mode: flowlet}}", "packet.lb.mode"),
+    ("{lb: {mode: adaptive, flowlet_gap_ns: -5}}", "packet.lb.flowlet_gap_ns"),
+    ("{lb: {spray: hash}}", "packet.lb.spray"),
+    ("{nic: {receiver: sack}}", "packet.nic.receiver"),
+    ("{nic: {receiver: ooo, ooo_bitmap_packets: 0}}", "packet.nic.ooo_bitmap_packets"),
 ])
 def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     """Kmin above Kmax, a probability outside [0, 1], XOFF below XON, a buffer smaller
-    than its headroom, an unknown CC: exit 2, one line naming file and field, no output."""
+    than its headroom, an unknown CC, a bad load-balancing or receiver setting: exit 2, one
+    line naming file and field, no output."""
     s = _scenario(tmp_path, f"sim: packet\npacket: {packet}\ntraffic:\n"
                   "  - {pattern: permutation, gpus: all, size_bytes: 1000}\n")
     out = tmp_path / "rep"

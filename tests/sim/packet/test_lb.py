@@ -13,7 +13,7 @@ from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.lb import fabric_groups
 from aifabric.sim.packet.run import flow_routes, run_packet
 from aifabric.sim.packet.sim import Topology
-from tests.sim.packet.nets import FT4_SCENARIO, ft4_permutation, routed
+from tests.sim.packet.nets import ft4_permutation, routed
 
 MODES = [{"mode": "spray"}, {"mode": "spray", "spray": "round_robin"}, {"mode": "adaptive"},
          {"mode": "adaptive", "flowlet_gap_ns": 2000}]
@@ -209,25 +209,6 @@ def test_routing_policy_spray_sprays_packets(perm):
     assert lb_config(cfg(), Routing(policy="ecmp")).lb.mode == "ecmp"
     assert lb_config(cfg({"mode": "adaptive"}), Routing(policy="spray")).lb.mode == \
         "adaptive"
-
-
-@pytest.mark.parametrize(("packet", "where"), [
-    ("{lb: {mode: flowlet}}", "packet.lb.mode"),
-    ("{lb: {mode: adaptive, flowlet_gap_ns: -5}}", "packet.lb.flowlet_gap_ns"),
-    ("{lb: {spray: hash}}", "packet.lb.spray"),
-    ("{nic: {receiver: sack}}", "packet.nic.receiver"),
-    ("{nic: {receiver: ooo, ooo_bitmap_packets: 0}}", "packet.nic.ooo_bitmap_packets"),
-])
-def test_bad_lb_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
-    s = tmp_path / "s.yaml"
-    s.write_text("name: s\n" + FT4_SCENARIO + f"sim: packet\npacket: {packet}\ntraffic:\n"
-                 "  - {pattern: permutation, gpus: all, size_bytes: 1000}\n")
-    out = tmp_path / "rep"
-    r = cli("simulate", s, "--out", out)
-    assert r.code == 2
-    lines = [x for x in r.err.splitlines() if x.strip()]
-    assert len(lines) == 1, r.err
-    assert where in lines[0] and "Traceback" not in r.err and not out.exists()
 
 
 def test_layout_columns_do_not_overlap():
