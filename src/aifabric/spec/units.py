@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -167,7 +168,12 @@ def _spec_error(err: UnitError, text: Any, field: str) -> SpecError:
 
 
 # ------------------------------------------------------------------ the public parsers
-def _nonnegative(value: Any, text: Any, field: str, what: str, allowed: str) -> Any:
+def _parsed(read: Callable[[], Any], text: Any, field: str, what: str, allowed: str) -> Any:
+    """``read()``, its UnitError or a negative value raised as a SpecError at ``field``."""
+    try:
+        value = read()
+    except UnitError as err:
+        raise _spec_error(err, text, field) from None
     if value < 0:
         raise _spec_error(UnitError(f"a negative {what}; allowed: {allowed}"), text, field)
     return value
@@ -177,32 +183,20 @@ def parse_size(text: str | int | float, field: str, *, memory: bool = False) -> 
     """A size -> bytes (int, rounded down). ``memory``: a memory limit, where K, M, G, T,
     P without B also mean KiB .. PiB. SpecError at ``field`` if it is no size or
     negative."""
-    try:
-        value = _size(text, memory)
-    except UnitError as err:
-        raise _spec_error(err, text, field) from None
-    return _nonnegative(value, text, field, "size",
-                        MEMORY_ALLOWED if memory else SIZE_ALLOWED)
+    return _parsed(lambda: _size(text, memory), text, field, "size",
+                   MEMORY_ALLOWED if memory else SIZE_ALLOWED)
 
 
 def parse_rate(text: str, field: str) -> float:
     """A rate -> bits per second (float). SpecError at ``field`` if it is no rate or
     negative."""
-    try:
-        value = _rate(text)
-    except UnitError as err:
-        raise _spec_error(err, text, field) from None
-    return _nonnegative(value, text, field, "rate", RATE_ALLOWED)
+    return _parsed(lambda: _rate(text), text, field, "rate", RATE_ALLOWED)
 
 
 def parse_duration(text: str | int | float, field: str) -> float:
     """A duration -> seconds (float). SpecError at ``field`` if it is no duration or
     negative."""
-    try:
-        value = _duration(text)
-    except UnitError as err:
-        raise _spec_error(err, text, field) from None
-    return _nonnegative(value, text, field, "duration", DURATION_ALLOWED)
+    return _parsed(lambda: _duration(text), text, field, "duration", DURATION_ALLOWED)
 
 
 # ------------------------------------------------------------------ pydantic validators
