@@ -10,7 +10,7 @@ Most of the time that unwinds cleanly (every output is written atomically, see
 * C or library code may swallow it, so the run goes on as if nothing happened;
 * raised between two renames of a commit, it could leave a previous output moved aside.
 
-So the command line runs inside :func:`recorded`, whose handler, which *records* every SIGINT
+So the command line runs inside :func:`recorded`, whose handler *records* every SIGINT
 before raising ``KeyboardInterrupt``; :func:`aifabric.cli.main` then answers any ending
 of an interrupted run (a ``KeyboardInterrupt``, a ``SystemError`` caused by one, a
 swallowed one) with :data:`MESSAGE` on stderr and exit code :data:`EXIT_CODE`. Commits
