@@ -23,7 +23,8 @@ from aifabric.lab import core as lab_core
 from aifabric.lab import lab_namespaces
 from aifabric.lab.daemons import daemon_pids, vtysh
 from aifabric.lab.ssh import SSHD, ssh_pids, start_sshd, stop_sshd
-from aifabric.lab.verify import compare_groups, kernel_groups, model_groups
+from aifabric.lab.verify import (bgp_sessions, compare_groups, expected_sessions,
+                                 kernel_groups, model_groups)
 from tests.configs.conftest import need_tool
 from tests.conftest import EXAMPLES
 from tests.lab.live import live
@@ -69,11 +70,31 @@ def lab(tmp_path_factory):
     up = lab_core.up(EXAMPLES / "hpn-pod.yaml", "small", lab_dir, ssh=True)
     prefix = up.prefix
     try:
+        # `lab up` returns once the daemons run; the tests start from an established
+        # fabric, or a session still connecting reads as a deviation in the facts
+        missing = _sessions_missing(up)
+        assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
         yield up
     finally:
         if (lab_dir / "state.json").exists():
             lab_core.down(lab_dir)
         assert lab_namespaces(prefix) == []
+
+
+def _sessions_missing(lab, timeout_s: float = 90.0) -> list[tuple[str, str, str]]:
+    """(switch, peer, state) of every session the model expects that is not Established,
+    polled until none is (or timeout)."""
+    f = lab.fabric
+    want = expected_sessions(f, np.ones(len(f.links), dtype=bool))
+    t0 = time.monotonic()
+    while True:
+        got = bgp_sessions(lab.dir, lab.layout.switches)
+        bad = [(sw, peer, got.get(sw, {}).get(peer, "missing"))
+               for sw in lab.layout.switches for peer in sorted(want[sw])
+               if got.get(sw, {}).get(peer) != "Established"]
+        if not bad or time.monotonic() - t0 > timeout_s:
+            return bad
+        time.sleep(0.5)
 
 
 def _settled(lab, timeout_s: float = 60.0) -> list:
