@@ -444,8 +444,7 @@ def _extras(summary: dict[str, Any], sc: GoodputScenario, rows: list[ClassRow],
             "removed_per_run": float(eng.counts[i_out].mean()),
             "hours_lost_per_run": float((eng.lost_by_kind[i_bad] + eng.lost_by_kind[i_out])
                                         .mean() / 3600.0),
-            "interruptions_per_day_with_them": float(eng.counts.sum(axis=0).mean() / H
-                                                      * DAY)}
+            "per_day": float(fails.mean() / H * DAY)}
 
 
 def _effect(fabric: Fabric, job_hosts: np.ndarray, down: np.ndarray) -> tuple[int, int]:
