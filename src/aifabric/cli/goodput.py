@@ -83,7 +83,7 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
         policy = "never removed" if after == "never" else f"removed at failure {after}"
         console.print(f"bad hosts: {bh['in_job_mean']:.2f} in the job on average (in "
                       f"{100 * bh['trials_with_any']:.1f}% of runs), "
-                      f"{100 * bh['rate_per_month']:g}%/month each, {policy}: "
+                      f"{bh['rate_per_month']:g} failures a month each, {policy}: "
                       f"{bh['failures_per_run']:.2f} failures and {bh['removed_per_run']:.2f} "
                       f"removals per run ({bh['per_day']:.3f} per day), "
                       f"{bh['hours_lost_per_run']:.2f} h lost")
@@ -108,10 +108,12 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
                       f"{sw['best_point']['ettr_mean']:.4f}){young}")
     cl = s.get("cluster")
     if cl:
-        t = Table(title=f"jobs at once: cluster ETTR {cl['ettr_weighted_by_gpus']:.4f} "
-                  f"weighted by GPUs ({cl['gpus']:,} GPUs; mean of jobs "
-                  f"{cl['ettr_mean_of_jobs']:.4f}; {cl['gpu_hours_lost_per_day']:,.1f} GPU-h "
-                  "lost per day)", title_justify="left")
+        console.print(f"cluster: ETTR {cl['ettr_weighted_by_gpus']:.4f} weighted by GPUs "
+                      f"({len(cl['jobs'])} jobs, {cl['gpus']:,} GPUs; unweighted mean of the "
+                      f"jobs {cl['ettr_mean_of_jobs']:.4f}); {cl['gpu_hours_lost_per_day']:,.1f} "
+                      "GPU-hours lost per day")
+        t = Table(title="jobs at once (each its own failures; MTBF from the rates)",
+                  title_justify="left")
         for col in ("job", "GPUs", "ETTR", "p5", "interruptions/day", "MTBF h"):
             t.add_column(col, justify="left" if col == "job" else "right")
         for j in cl["jobs"]:
