@@ -269,7 +269,7 @@ class _Arrivals:
             return np.full(len(s), np.inf)
         target = self._cum(s) + E
         past = target >= total_h
-        if np.all(self.B == self.B[0]):  # one shape: closed form
+        if np.all(self.B[0] == self.B):  # one shape: closed form
             t = self.H * np.minimum(target / total_h, 1.0) ** (1.0 / self.B[0])
         else:  # a few shapes: bisection on [s, H] to float precision
             lo, hi = np.asarray(s, dtype=np.float64).copy(), np.full(len(s), self.H)
