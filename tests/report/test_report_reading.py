@@ -40,7 +40,7 @@ def runs():
 
 def _tables(md: str) -> list[list[list[str]]]:
     tables, cur = [], []
-    for line in md.splitlines() + [""]:
+    for line in [*md.splitlines(), ""]:
         if line.startswith("|"):
             cur.append([c.strip() for c in line.strip("|").split("|")])
         elif cur:
@@ -85,3 +85,11 @@ def test_folder_names_are_plain_and_unique(names):
         assert "--" not in n and not n.endswith(("-", "."))
     assert out[0] == "DCN-spread-over-19-segments" or names[0] != \
         "DCN+ spread over 19 segments"
+
+
+def test_a_comparison_names_what_it_compares(runs):
+    """compare's report (no groups): the difference column says which run against which."""
+    md = render_markdown(runs[:2])
+    head = next(t for t in _tables(md) if t[0][0] == "metric")[0]
+    assert head[-1] == f"difference: {runs[1].scenario} vs {runs[0].scenario}"
+    assert f"**{runs[1].scenario}** against **{runs[0].scenario}**" in md

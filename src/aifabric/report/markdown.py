@@ -298,8 +298,10 @@ def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
                 parts.append(group_comparison([results[i] for i in idx], gtitle))
     elif len(results) > 1:
         rows = comparison_rows(results)
-        parts.append("## Side by side\n\nRelative difference: last vs first.\n\n" + _table(
-            ["metric", *[r.scenario for r in results], "difference"],
+        first, last = results[0].scenario, results[-1].scenario
+        parts.append(f"## Side by side\n\nRelative difference: last vs first, **{last}** "
+                     f"against **{first}**, (last - first) / first.\n\n" + _table(
+            ["metric", *[r.scenario for r in results], f"difference: {last} vs {first}"],
             [[m, *vals, d] for m, vals, d, _ in rows]))
         note = comparison_notice(results)
         if note:
