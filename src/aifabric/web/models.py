@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from aifabric.web.twin.core import MAX_FAIL  # failure names per request: one limit for both
 
 __all__ = ["ColourScale", "ErrorOut", "FabricInfo", "GraphEdge", "GraphNode", "HeatmapOut",
-           "HotLink", "InfoOut", "LabOut", "RunFile", "RunOut", "SearchHit", "SegmentOut",
-           "TableOut", "TierStat", "TopologyOut", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
+           "HotLink", "InfoOut", "LabOut", "PlaneOut", "RunFile", "RunOut", "SearchHit", "SegmentOut",
+           "TableOut", "TierStat", "TopologyOut", "TorOut", "TorPort", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
 
 
 class _Open(BaseModel):
@@ -98,6 +98,42 @@ class SegmentOut(_Open):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     stat: str | None = None
+    scale: ColourScale | None = None
+
+
+class PlaneOut(_Open):
+    pod: int
+    plane: int
+    planes: list[int] = Field(default_factory=list, description="the pod's planes")
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    stat: str | None = None
+    scale: ColourScale | None = None
+
+
+class TorPort(_Open):
+    link: int
+    port: int
+    iface: str = Field(description="the ToR's interface (Ethernet<n>)")
+    peer: str
+    peer_iface: str
+    tier: str
+    capacity_gbps: float
+    alive: bool
+    out: float | None = Field(None, description="the metric on the arc leaving the ToR")
+    flows_out: int | None = Field(None, description="flows (routing model) leaving here")
+    top_out: list[dict[str, Any]] = Field(default_factory=list, description="the "
+                                          "heaviest flows leaving: src, dst, bytes, "
+                                          "collective, job")
+
+
+class TorOut(_Open):
+    tor: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    ports: list[TorPort] = Field(description="every port of the ToR, by port number, with "
+                                 "its load and flows each way (out: leaving the ToR; "
+                                 "in: arriving)")
     scale: ColourScale | None = None
 
 

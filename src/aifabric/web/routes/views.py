@@ -9,9 +9,17 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from aifabric.errors import SpecError
+from aifabric.errors import Problem, SpecError
 from aifabric.web.http import NotFound
-from aifabric.web.models import HeatmapOut, InfoOut, SearchHit, SegmentOut, TopologyOut
+from aifabric.web.models import (
+    HeatmapOut,
+    InfoOut,
+    PlaneOut,
+    SearchHit,
+    SegmentOut,
+    TopologyOut,
+    TorOut,
+)
 from aifabric.web.routes.common import MAX_NAME, TwinCall, fail_q, fail_set, metric_q, stat_q, t_q
 
 if TYPE_CHECKING:
@@ -60,6 +68,45 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
                        stat=stat)
         except SpecError as err:
             if any(p.path == "segment" for p in err.problems):
+                raise NotFound(err.problems) from None
+            raise
+
+    @r.get("/api/plane", response_model=PlaneOut,
+           summary="One plane of a pod: every agg and core",
+           description="Every agg of the pod's plane and every core they are cabled to, "
+           "one node per switch, the plane's ToRs one group per segment; edges ToR group "
+           "-> agg and agg -> core, coloured by `stat` of their links.")
+    def plane(pod: int | None = Query(None, ge=0, description="the pod (default: the "
+                                      "first with aggs in the plane)"),
+              plane: int = Query(..., ge=-1, description="the plane (-1: a pod without "
+                                 "planes)"),
+              metric: str | None = metric_q, t: int = t_q, fail: list[str] = fail_q,
+              stat: str = stat_q) -> Response:
+        try:
+            how = call.heavy_call if fail else call
+            return how(twin.plane, pod, plane, metric=metric, t=t, fail=fail_set(fail),
+                       stat=stat)
+        except SpecError as err:
+            if any(p.path in ("pod", "plane") for p in err.problems):
+                raise NotFound(err.problems) from None
+            raise
+
+    @r.get("/api/tor/{name}", response_model=TorOut,
+           summary="One ToR: its ports, their load and flows",
+           description="The ToR, its NIC ports and aggs, one edge per port; `ports` "
+           "lists every port (interface, peer, tier, capacity, the metric each way, the "
+           "flows crossing it each way and the heaviest of them with their collective "
+           "and job).")
+    def tor(name: str, metric: str | None = metric_q, t: int = t_q,
+            fail: list[str] = fail_q) -> Response:
+        if len(name) > MAX_NAME:
+            raise NotFound(Problem("tor", f"a name of {len(name)} characters; allowed: "
+                                   f"at most {MAX_NAME}"))
+        try:
+            how = call.heavy_call if fail else call
+            return how(twin.tor, name, metric=metric, t=t, fail=fail_set(fail))
+        except SpecError as err:
+            if any(p.path == "tor" for p in err.problems):
                 raise NotFound(err.problems) from None
             raise
 

@@ -71,12 +71,14 @@ function positionsBox(cy) {
   if (x1 === Infinity) return null;
   return { x1, x2, y1, y2, w: x2 - x1, h: y2 - y1 };
 }
-/** Fit the view to the nodes' positions, with room for node sizes and labels. */
+/** Fit the view to the nodes' positions, with room for node sizes and labels (and
+ *  for upright labels under the bottom row, when some are drawn). */
 export function fitView(cy) {
   const bb = positionsBox(cy);
   if (!bb) return;
   const pad = 40;
-  const w = Math.max(1, cy.width() - 2 * pad); const h = Math.max(1, cy.height() - 2 * pad);
+  const below = cy.nodes(".vlabel").length ? 110 : 0;
+  const w = Math.max(1, cy.width() - 2 * pad); const h = Math.max(1, cy.height() - 2 * pad - below);
   const z = Math.max(cy.minZoom(), Math.min(2, w / Math.max(bb.w, 1), h / Math.max(bb.h, 1)));
   cy.viewport({ zoom: z, pan: { x: pad + (w - bb.w * z) / 2 - bb.x1 * z,
     y: pad + (h - bb.h * z) / 2 - bb.y1 * z } });
@@ -87,12 +89,19 @@ export function readableLabels(cy) {
   // host labels stay small (hidden until zoomed in: a segment has 136 of them), except
   // the highlighted one
   cy.style().fromJson(cyStyle.concat([
-    { selector: "node", style: { "font-size": Math.max(6, 11 / z) } },
+    { selector: "node", style: { "font-size": Math.max(6, 11 / z), "text-max-width": 150 / z } },
     { selector: "node[kind = 'host']", style: { "font-size": 8 } },
     { selector: "node.partdown", style: { "border-color": "#c62828", "border-width": 3 } },
   { selector: "edge.partdown", style: { "line-style": "dashed" } },
   { selector: "node.highlight", style: { "font-size": Math.max(6, 12 / z) } },
+  // a dense row (a pod's ToR groups, a ToR's NIC ports): labels read top to bottom
+  { selector: "node.vlabel", style: { "text-rotation": -Math.PI / 2, "text-wrap": "none",
+    "text-valign": "center", "text-margin-y": "data(lm)", "font-size": Math.max(6, 10 / z) } },
   ])).update();
+  const fs = Math.max(6, 10 / z);
+  cy.nodes(".vlabel").forEach((n) => {
+    n.data("lm", 0.29 * fs * String(n.data("label") || "").length + n.data("size") / 2 + 3 / z);
+  });
 }
 export function makeCy(container) {
   // eslint-disable-next-line no-undef

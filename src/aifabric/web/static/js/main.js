@@ -25,7 +25,7 @@ import { showLab } from "./lab.js";
 import { showRun, showTable } from "./run.js";
 import { runSearch } from "./search.js";
 import { api, markReady, state } from "./state.js";
-import { bindTopologyEvents, drawTopology, drill, openTopology } from "./topology.js";
+import { bindTopologyEvents, drawTopology, drill, goTo, openTopology } from "./topology.js";
 import { bindTraceEvents, doTrace, openTrace } from "./trace.js";
 import { availableViews, onView, show, showInfo } from "./views.js";
 import { bindWhatifEvents, doWhatif, openWhatif } from "./whatif.js";
@@ -82,6 +82,7 @@ async function start() {
 
 Object.assign(api, {
   show: (v) => show(v), drill: (s) => guarded(() => drill(s)),
+  goTo: (where) => guarded(() => goTo(where)),
   search: (q) => guarded(() => runSearch(q)), whatif: (f) => guarded(() => doWhatif(f)),
   trace: (key) => guarded(() => doTrace(key)), heat, fmt,
 });
