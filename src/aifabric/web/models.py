@@ -205,6 +205,12 @@ class TraceOut(_Open):
                                              "arc, link, tier, bytes, utilization, flows, "
                                              "flow_bytes, bottleneck}`")
     bottleneck: dict[str, Any] | None = None
+    grouped: dict[str, Any] | None = Field(None, description="`{arcs, level, "
+                                           "bytes_inside}` when drawn on the overview's "
+                                           "groups (view=groups, or auto past max_edges)")
+    utilization_window: dict[str, float] | None = Field(
+        None, description="`{start_ns, end_ns}`: the selection's own time window that every "
+        "utilization (and the bottleneck) is computed over; null: the whole run's")
 
 
 class WhatifIn(BaseModel):

@@ -303,12 +303,13 @@ export function applyHighlight(h) {
   fitTo(cy, target);
   return true;
 }
-/** Refit the view on ``target`` and its neighbours (a jump to a search hit or a hot
- *  link lands zoomed on it, not just centred at the old zoom); labels stay readable. */
+/** Refit the view on ``target`` (a jump to a search hit or a hot link lands zoomed on
+ *  it, not just centred at the old zoom): the target fills the middle third of the view,
+ *  at most 1.5x zoom so its neighbours stay in sight; labels stay readable. */
 export function fitTo(cy, target) {
-  const around = target.union(target.connectedNodes()).union(target.nodes().neighborhood("node"));
-  cy.fit(around, 60);
-  if (cy.zoom() > 2.5) cy.zoom({ level: 2.5, renderedPosition: { x: cy.width() / 2, y: cy.height() / 2 } });
+  const pad = Math.min(cy.width(), cy.height()) / 3;
+  cy.fit(target, pad);
+  if (cy.zoom() > 1.5) cy.zoom(1.5);
   cy.center(target);
   readableLabels(cy);
 }

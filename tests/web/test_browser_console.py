@@ -1,0 +1,247 @@
+"""The page as an SRE's console (issue 30), in a real headless Chromium: labels on every
+group and switch, the levels pod -> plane -> segment -> ToR, aggs and cores drawn and
+failable one by one, jumps that refit, the hottest list saying who drives each link.
+
+Each check reads what the page drew (cytoscape's elements, the tables) and compares it
+with an independent source: the built Fabric, the routing model, the run's own
+``collective_links.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aifabric.topology.fabric import LinkKind, NodeKind
+
+from .conftest import Served, open_page
+from .test_browser import HPN, closing, hpn_fabric, run_server, shoot, show_tab, sim_run  # noqa: F401
+
+#: the issue's number (overview to ToR view under 1 s) is held by the benchmark; a test
+#: allows 3x it (a CI machine's 2 cores run the server, Chromium and other tests at once)
+TOR_VIEW_S = 3 * 1.0
+
+
+def wait_idle(page: Any, cond: str = "true") -> None:
+    page.wait_for_function(f"() => window.aifabric.state.pending === 0 && ({cond})")
+
+
+@pytest.fixture(scope="module")
+def hpn_served(start_serve: Any) -> Served:
+    return start_serve(HPN)
+
+
+def inside_view(page: Any, selector: str) -> bool:
+    """Every element of ``selector`` (topology cy) is drawn inside the canvas (the
+    centre of its box), and there is one."""
+    return page.evaluate("""(sel) => { const cy = window.aifabric.cy;
+        const w = cy.width(), h = cy.height();
+        const all = cy.$(sel);
+        return all.length > 0 && all.every(x => { const b = x.renderedBoundingBox(
+            {includeLabels: false}); const cx = (b.x1 + b.x2) / 2, cy_ = (b.y1 + b.y2) / 2;
+            return cx >= 0 && cx <= w && cy_ >= 0 && cy_ <= h; }); }""", selector)
+
+
+def test_every_group_and_switch_is_labelled_and_aggs_cores_are_drawn_one_by_one(
+        browser: Any, hpn_served: Served, hpn_fabric: Any, shots: Path,
+        closing: list[Any]) -> None:  # noqa: F811
+    f = hpn_fabric
+    n, L = f.nodes, f.links
+    probe = open_page(browser, hpn_served)
+    closing.append(probe)
+    page = probe.page
+    # the overview: every group's label names what it holds (tier, segment, plane) and
+    # its member count, as the API labels it
+    api = {nd["id"]: nd for nd in hpn_served.get("api/topology")["nodes"]}
+    drawn = page.evaluate("window.aifabric.cy.nodes().map(x => [x.id(), x.data('label')])")
+    assert len(drawn) == len(api)
+    for nid, label in drawn:
+        want = api[nid]
+        assert label.startswith(want["label"]) and f"×{want['count']:,}" in label, (nid, label)
+    tor_groups = [lb for nid, lb in drawn if api[nid]["kind"] == "tor"]
+    assert tor_groups and all("ToRs" in lb and "seg " in lb and "plane " in lb
+                              for lb in tor_groups)
+    # upright labels in the dense rows do not overlap their neighbours
+    boxes = page.evaluate("""() => window.aifabric.cy.nodes("[kind = 'tor']").map(x =>
+        x.renderedBoundingBox({includeNodes: false, includeEdges: false, includeLabels: true}))
+        .sort((a, b) => a.x1 - b.x1)""")
+    assert all(a["x2"] <= b["x1"] + 0.5 for a, b in zip(boxes, boxes[1:], strict=False))
+    shoot(probe, shots, "console-overview-labels")
+
+    # click the aggs of plane 1 on the canvas: the plane view draws every agg of the plane
+    # and every core cabled to them, one node each, labelled
+    from .test_browser import click_node
+
+    click_node(probe, "cy", "[kind = 'agg'][plane = 1]")
+    wait_idle(page, "window.aifabric.state.topo.plane !== null && "
+              "window.aifabric.state.topo.data.plane === 1")
+    aggs = n.name[(n.kind == NodeKind.AGG) & (n.plane == 1)]
+    on_page = page.evaluate("window.aifabric.cy.nodes(\"[kind = 'agg']\").map(x => "
+                            "[x.data('name'), x.data('label')])")
+    assert sorted(nm for nm, _ in on_page) == sorted(aggs.tolist())
+    assert all(lb and nm.endswith(lb) for nm, lb in on_page)
+    a_ids = np.flatnonzero((n.kind == NodeKind.AGG) & (n.plane == 1))
+    cores = np.unique(L.b[np.isin(L.a, a_ids) & (n.kind[L.b] == NodeKind.CORE)])
+    got = page.evaluate("window.aifabric.cy.nodes(\"[kind = 'core']\").map(x => x.data('name'))")
+    assert sorted(got) == sorted(n.name[cores].tolist()) and len(got) > 0
+    # each agg-core edge carries exactly the links between the two switches
+    pairs = page.evaluate("""() => window.aifabric.cy.edges().filter(e =>
+        e.target().data('kind') === 'core').map(e => [e.source().data('node'),
+        e.target().data('node'), e.data('links')])""")
+    for a, c, k in pairs:
+        assert k == int((((L.a == a) & (L.b == c)) | ((L.a == c) & (L.b == a))).sum())
+    assert "plane 1" in page.text_content("#crumbs")
+    shoot(probe, shots, "console-plane")
+
+    # search an agg of the other plane: its plane is drawn, the agg highlighted, the
+    # view refitted on it (inside the canvas, zoomed in) and a fail button offered
+    overview_zoom = page.evaluate("window.aifabric.cy.zoom()")
+    name = str(aggs[0]).replace("pl1", "pl0")
+    page.fill("#search", name)
+    page.press("#search", "Enter")
+    wait_idle(page, "window.aifabric.cy.$('node.highlight').length > 0")
+    assert page.evaluate("window.aifabric.state.topo.data.plane") == 0
+    assert page.evaluate("window.aifabric.cy.$('node.highlight').map(x => x.data('name'))") \
+        == [name]
+    assert inside_view(page, "node.highlight")
+    assert page.evaluate("window.aifabric.cy.zoom()") > overview_zoom
+    assert "not drawn" not in page.text_content("#topo-detail")
+    btn = page.locator("#topo-detail button.fail")
+    assert btn.count() == 1 and name in btn.text_content()
+    # a core too
+    core = str(n.name[cores[0]])
+    page.fill("#search", core)
+    page.press("#search", "Enter")
+    wait_idle(page, "window.aifabric.cy.$('node.highlight').map(x => x.data('name'))[0] === "
+              + json.dumps(core))
+    assert inside_view(page, "node.highlight")
+    assert page.locator("#topo-detail button.fail").count() == 1
+    shoot(probe, shots, "console-search-core")
+    probe.assert_clean()
+
+
+def test_tor_view_lists_its_ports_load_and_flows(browser: Any, hpn_served: Served,
+                                                 hpn_fabric: Any, shots: Path,
+                                                 closing: list[Any]) -> None:  # noqa: F811
+    from aifabric.telemetry.catalog import port_names
+    from aifabric.web.twin import Twin
+
+    f = hpn_fabric
+    n, L = f.nodes, f.links
+    tor = "tor-s03-r2-b"
+    t = f.node_id(tor)
+    probe = open_page(browser, hpn_served)
+    closing.append(probe)
+    page = probe.page
+    # overview -> ToR view, timed in the page (request, drawing, the ports table)
+    t0 = time.monotonic()
+    page.evaluate("(name) => window.aifabric.goTo({tor: name})", tor)
+    wait_idle(page, f"window.aifabric.state.topo.data.tor === {json.dumps(tor)}")
+    wall = time.monotonic() - t0
+    draw_ms = page.evaluate("window.aifabric.state.topo.drawMs")
+    print(f"\noverview -> ToR view: {draw_ms:.0f} ms in the page ({wall:.2f} s wall clock)")
+    # every port of the ToR, by port number, with its peer (the Fabric's cabling)
+    mine = np.flatnonzero((L.a == t) | (L.b == t))
+    port = np.where(L.a[mine] == t, L.a_port[mine], L.b_port[mine])
+    peer = np.where(L.a[mine] == t, L.b[mine], L.a[mine])
+    order = np.argsort(port, kind="stable")
+    want = list(zip(port_names(f, np.full(len(mine), t), port[order]).tolist(),
+                    n.name[peer[order]].tolist(), strict=True))
+    rows = page.evaluate("Array.from(document.querySelectorAll('#tor-ports tbody tr'))"
+                         ".map(r => [r.cells[0].textContent, r.cells[1].textContent])")
+    assert rows == [list(w) for w in want] and len(rows) == 196
+    drawn = page.evaluate("window.aifabric.cy.edges().map(e => e.data('link'))")
+    assert sorted(drawn) == sorted(mine.tolist())
+    # flows per port each way: the routing model's flows on the ToR's arcs
+    twin = Twin.open(HPN)
+    routed = twin._state(()).routed
+    arc_flows = routed.arc_flows()
+    ports = page.evaluate("window.aifabric.state.topo.data.ports")
+    for p in ports:
+        lk = p["link"]
+        up = L.a[lk] == t  # the ToR is the lower end: its out arc is the link's up arc
+        out_arc, in_arc = (2 * lk, 2 * lk + 1) if up else (2 * lk + 1, 2 * lk)
+        assert (p["flows_out"], p["flows_in"]) == (arc_flows[out_arc], arc_flows[in_arc])
+        assert len(p["top_out"]) == min(5, p["flows_out"])
+        b = [x["bytes"] for x in p["top_out"]]
+        assert b == sorted(b, reverse=True)
+    assert sum(p["flows_out"] for p in ports) > 0
+    # a busy uplink's row shows its heaviest flows, with their collective (pattern)
+    busy = max(range(len(ports)), key=lambda i: (ports[i]["tier"] != "access",
+                                                  ports[i]["flows_out"]))
+    page.click(f"#tor-ports tbody tr:nth-child({busy + 1})")
+    flows = page.locator("#tor-port-flows table[data-dir=out] tbody tr")
+    assert flows.count() == min(5, ports[busy]["flows_out"]) > 0
+    assert "traffic.0" in flows.first.text_content()
+    assert page.evaluate(f"window.aifabric.cy.getElementById('l:{ports[busy]['link']}')"
+                         ".hasClass('highlight')")
+    shoot(probe, shots, "console-tor-view")
+    # the crumbs lead back: segment 3, then the overview
+    page.click("#crumbs a:nth-of-type(2)")
+    wait_idle(page, "window.aifabric.state.topo.segment === 3")
+    # from a segment: click a ToR, then its "open ToR view" button
+    from .test_browser import click_node
+
+    click_node(probe, "cy", f"[name = '{tor}']")
+    page.click("#topo-detail button.open-tor")
+    wait_idle(page, f"window.aifabric.state.topo.data.tor === {json.dumps(tor)}")
+    assert page.locator("#tor-ports tbody tr").count() == 196
+    probe.assert_clean()
+    assert wall < TOR_VIEW_S and draw_ms < TOR_VIEW_S * 1000
+
+
+def test_hottest_list_says_which_collective_drives_each_link(
+        browser: Any, run_server: Served, sim_run: Path, shots: Path,  # noqa: F811
+        closing: list[Any]) -> None:  # noqa: F811
+    """Each hottest row names the collective with the most bytes on that link direction:
+    the run's own collective_links.csv (the simulator's per-collective accounting)."""
+    with (sim_run / "collective_links.csv").open(newline="") as fh:
+        per: dict[tuple[int, str], dict[str, int]] = {}
+        for r in csv.DictReader(fh):
+            per.setdefault((int(r["link"]), r["direction"]), {})[r["collective"]] = \
+                int(r["bytes"])
+    probe = open_page(browser, run_server)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "heatmap")
+    page.select_option("#heat-metric", "bytes")
+    wait_idle(page, "window.aifabric.state.heat.data.metric === 'bytes'")
+    heads = page.evaluate("Array.from(document.querySelectorAll('#heat-hottest thead th'))"
+                          ".map(h => h.textContent)")
+    assert "driven by (collective / pattern)" in heads
+    col = heads.index("driven by (collective / pattern)")
+    rows = page.evaluate("window.aifabric.state.heat.data.hottest")
+    cells = page.evaluate(f"Array.from(document.querySelectorAll('#heat-hottest tbody tr'))"
+                          f".map(r => r.cells[{col}].textContent)")
+    assert len(cells) == len(rows) > 0
+    checked = 0
+    for row, cell in zip(rows, cells, strict=True):
+        got = per.get((row["link"], row["direction"]))
+        if not got:
+            continue  # a link inside a host (NVLink, PCIe): collective_links lists the fabric's
+        top = max(got.values())
+        assert got.get(row["driver"]) == top, (row, got)
+        assert cell.startswith(row["driver"])
+        checked += 1
+    assert checked > 0
+    # the link grid's rows are labelled with their tier and group count
+    labels = json.loads(page.evaluate("document.getElementById('heat-links').dataset.rows"))
+    kinds = {k.label for k in LinkKind}
+    assert labels and all(lb.split(" ")[0] in kinds and lb.endswith(")") for lb in labels)
+    # a hot uplink opens the ToR view that draws it, highlighted
+    up = next((i for i, r in enumerate(rows) if r["tier"] == "leaf_spine"), None)
+    if up is not None:
+        page.click(f"#heat-hottest tbody tr:nth-child({up + 1})")
+        wait_idle(page, "window.aifabric.state.view === 'topology' && "
+                  "window.aifabric.state.topo.tor !== null")
+        assert page.evaluate(f"window.aifabric.cy.getElementById('l:{rows[up]['link']}')"
+                             ".hasClass('highlight')")
+        assert inside_view(page, "edge.highlight")
+    shoot(probe, shots, "console-hottest-drivers")
+    probe.assert_clean()
