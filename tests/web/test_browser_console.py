@@ -21,7 +21,18 @@ import pytest
 from aifabric.topology.fabric import LinkKind, NodeKind
 
 from .conftest import Served, open_page
-from .test_browser import HPN, closing, hpn_fabric, run_server, shoot, show_tab, sim_run  # noqa: F401
+from .test_browser import (  # noqa: F401 (fixtures)
+    EXAMPLES,
+    HPN,
+    ROOT,
+    closing,
+    gap_run,
+    hpn_fabric,
+    run_server,
+    shoot,
+    show_tab,
+    sim_run,
+)
 
 #: the issue's number (overview to ToR view under 1 s) is held by the benchmark; a test
 #: allows 3x it (a CI machine's 2 cores run the server, Chromium and other tests at once)
@@ -244,4 +255,121 @@ def test_hottest_list_says_which_collective_drives_each_link(
                              ".hasClass('highlight')")
         assert inside_view(page, "edge.highlight")
     shoot(probe, shots, "console-hottest-drivers")
+    probe.assert_clean()
+
+
+# ------------------------------------------------------------------------ traces
+#: the issue's number (a whole pattern of the HPN pod drawn under 1 s); 3x in a test
+PATTERN_S = 3 * 1.0
+
+
+def pick_trace(page: Any, want: str) -> dict[str, Any]:
+    """Choose the dropdown option whose text starts with ``want``; the option's text and
+    value, once the trace is drawn."""
+    opts = page.evaluate("Array.from(document.querySelectorAll('#trace-select option'))"
+                         ".map(o => [o.value, o.textContent])")
+    value, text = next((v, t) for v, t in opts if v and t.startswith(want))
+    page.evaluate("() => { window.aifabric.state.trace.drawMs = undefined; }")
+    t0 = time.monotonic()
+    page.select_option("#trace-select", value)
+    wait_idle(page, "window.aifabric.state.trace.drawMs !== undefined")
+    return {"value": json.loads(value), "text": text, "wall": time.monotonic() - t0,
+            "ms": page.evaluate("window.aifabric.state.trace.drawMs")}
+
+
+def test_a_whole_pattern_is_drawn_by_group_quickly_with_every_byte(
+        browser: Any, hpn_served: Served, shots: Path, closing: list[Any]) -> None:  # noqa: F811
+    from aifabric.web.topology import _groups
+    from aifabric.web.twin import Twin
+
+    probe = open_page(browser, hpn_served)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "trace")
+    got = pick_trace(page, "traffic.0")
+    print(f"\nwhole pattern trace: {got['ms']:.0f} ms in the page ({got['wall']:.2f} s wall)")
+    data = page.evaluate("window.aifabric.state.trace.data")
+    assert data["grouped"] is not None and data["truncated"] is None
+    # every byte of the pattern on its arcs (the routing model) is on one group link or
+    # inside one group, and each group link is an edge of the overview
+    twin = Twin.open(HPN)
+    routed = twin._state(()).routed
+    total = float(routed.arc_bytes().sum())
+    drawn = page.evaluate("window.aifabric.traceCy.edges().map(e => [e.id(), e.data('bytes')])")
+    assert len(drawn) == len(data["edges"]) < 500
+    assert sum(b for _, b in drawn) + data["grouped"]["bytes_inside"] == pytest.approx(total)
+    g = _groups(twin.fabric, "auto")
+    overview = {f"e:{g.ids[s]}|{g.ids[t]}" for s, t in zip(g.edge_src, g.edge_dst, strict=True)}
+    assert {i for i, _ in drawn} <= overview
+    # readable: every group labelled with what it holds, the bottleneck's group link red
+    labels = page.evaluate("window.aifabric.traceCy.nodes().map(n => n.data('label'))")
+    assert labels and all(("ToRs" in x or "hosts" in x or "aggs" in x or "cores" in x)
+                          and "×" in x for x in labels)
+    assert page.evaluate("window.aifabric.traceCy.edges('.bottleneck').length") == 1
+    assert "group links" in page.text_content("#trace-summary")
+    shoot(probe, shots, "console-trace-pattern")
+    probe.assert_clean()
+    assert got["wall"] < PATTERN_S and got["ms"] < PATTERN_S * 1000
+
+
+def test_a_collectives_bottleneck_is_over_its_own_window(
+        browser: Any, start_serve: Any, gap_run: Path, shots: Path,  # noqa: F811
+        closing: list[Any]) -> None:  # noqa: F811
+    """Two 1 MiB AllReduces 2 ms apart: each one's links run busy during its own ~0.1 ms;
+    over the whole run they are nearly idle. The bottleneck's utilization is the
+    collective's bytes on that link (the run's collective_links.csv) over what the link
+    carries in the collective's window (collectives.csv)."""
+    from aifabric import build_fabric, load_spec
+
+    served = start_serve(gap_run)
+    with (gap_run / "collectives.csv").open(newline="") as fh:
+        wins = {r["collective"]: (float(r["start_ns"]), float(r["end_ns"]))
+                for r in csv.DictReader(fh)}
+    with (gap_run / "collective_links.csv").open(newline="") as fh:
+        cl = {(r["collective"], int(r["link"]), r["direction"]): int(r["bytes"])
+              for r in csv.DictReader(fh)}
+    f = build_fabric(load_spec(ROOT / "tests" / "golden" / "hpn" / "spec.yaml"))
+    probe = open_page(browser, served)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "trace")
+    got = pick_trace(page, "allreduce-1")
+    name = "allreduce-1"
+    bn = page.evaluate("window.aifabric.state.trace.data.bottleneck")
+    t0, t1 = wins[name]
+    assert page.evaluate("window.aifabric.state.trace.data.utilization_window") == \
+        {"start_ns": t0, "end_ns": t1}
+    d = "up" if bn["arc"] % 2 == 0 else "down"
+    cap = float(f.links.capacity_gbps[bn["link"], 0 if d == "up" else 1])
+    want = cl[(name, bn["link"], d)] * 8.0 / (cap * (t1 - t0))
+    assert bn["utilization"] == pytest.approx(want, rel=1e-6)
+    assert bn["utilization"] <= 1.0 + 1e-9
+    assert bn["utilization"] > 10 * bn["utilization_run"]  # the whole run dilutes it
+    # no drawn link is busier in the window than the bottleneck
+    utils = page.evaluate("window.aifabric.traceCy.edges().map(e => e.data('utilization'))")
+    assert max(utils) == pytest.approx(bn["utilization"])
+    text = page.text_content("#trace-bottleneck")
+    assert "utilization in its window" in text and f"{100 * want:.1f}%" in text
+    # the dropdown's GPU count is what is drawn
+    gpus = int(got["text"].split(" GPUs")[0].rsplit("· ", 1)[1].replace(",", ""))
+    assert page.evaluate("window.aifabric.traceCy.nodes(\"[kind = 'gpu']\").length") == gpus
+    shoot(probe, shots, "console-trace-window")
+    probe.assert_clean()
+
+
+def test_the_dropdowns_gpu_count_is_what_is_drawn(browser: Any, start_serve: Any,
+                                                   closing: list[Any]) -> None:  # noqa: F811
+    """GPT on the HPN pod: a TP AllReduce of 8 GPUs runs in 16 replicas at once; the
+    option says 128 GPUs (16 groups of 8) and the trace draws 128."""
+    served = start_serve(EXAMPLES / "scenarios" / "gpt-hpn.yaml")
+    probe = open_page(browser, served)
+    closing.append(probe)
+    page = probe.page
+    show_tab(probe, "trace")
+    got = pick_trace(page, "gpt-13b it0 fwd p0 m0 tp0")
+    assert "128 GPUs (16 groups of 8)" in got["text"]
+    assert page.evaluate("window.aifabric.traceCy.nodes(\"[kind = 'gpu']\").length") == 128
+    got = pick_trace(page, "gpt-13b it0 pp fwd 0->1 m0")
+    gpus = int(got["text"].split(" GPUs")[0].rsplit("· ", 1)[1].replace(",", ""))
+    assert page.evaluate("window.aifabric.traceCy.nodes(\"[kind = 'gpu']\").length") == gpus
     probe.assert_clean()
