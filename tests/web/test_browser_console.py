@@ -373,3 +373,83 @@ def test_the_dropdowns_gpu_count_is_what_is_drawn(browser: Any, start_serve: Any
     gpus = int(got["text"].split(" GPUs")[0].rsplit("· ", 1)[1].replace(",", ""))
     assert page.evaluate("window.aifabric.traceCy.nodes(\"[kind = 'gpu']\").length") == gpus
     probe.assert_clean()
+
+
+# ------------------------------------------------------------------------ what-if
+def test_whatif_is_drawn_on_the_topology_with_why_flows_moved(
+        browser: Any, hpn_served: Served, hpn_fabric: Any, shots: Path,
+        closing: list[Any]) -> None:  # noqa: F811
+    f = hpn_fabric
+    n, L = f.nodes, f.links
+    agg = "agg-p00-pl0-05"
+    a = f.node_id(agg)
+    probe = open_page(browser, hpn_served)
+    closing.append(probe)
+    page = probe.page
+    # an agg found by search and failed from its detail panel
+    page.fill("#search", agg)
+    page.press("#search", "Enter")
+    wait_idle(page, "window.aifabric.cy.$('node.highlight').length > 0")
+    page.click("#topo-detail button.fail")
+    wait_idle(page, "window.aifabric.state.whatif !== null")
+    data = page.evaluate("window.aifabric.state.whatif")
+    want_down = int(((L.a == a) | (L.b == a)).sum())
+    assert data["links_down"] == want_down
+    # drawn: every failed link on a group link of the graph, the agg's group part down
+    drawn = page.evaluate("""() => { const cy = window.aifabric.whatifCy;
+        return {down: cy.edges().map(e => e.data('links_down')).reduce((x, y) => x + y, 0),
+                part: cy.nodes('.partdown').map(x => x.data('label')),
+                moved: cy.edges('.moved').length,
+                red: cy.edges().filter(e => e.data('delta') > 0).map(e => e.data('colour')),
+                blue: cy.edges().filter(e => e.data('delta') < 0).map(e => e.data('colour')),
+                scale: document.getElementById('whatif-scale').dataset.linksDown}; }""")
+    assert drawn["down"] == want_down and drawn["scale"] == str(want_down)
+    assert any(lb.startswith("aggs pod 0 plane 0") for lb in drawn["part"])
+    assert drawn["moved"] > 0 and drawn["red"] and drawn["blue"]
+    # more load: red dominates; less: blue dominates
+    rgb = [tuple(int(x) for x in c[4:-1].split(",")) for c in drawn["red"]]
+    assert all(r > b for r, _, b in rgb)
+    rgb = [tuple(int(x) for x in c[4:-1].split(",")) for c in drawn["blue"]]
+    assert all(b > r for r, _, b in rgb)
+    # why each shown flow moved: its old path crossed the failed agg (path lost) or not
+    # (rehashed); the counts add up to the moved total
+    why = data["moved_why"]
+    assert sum(why.values()) == data["moved_total"] > 0 and why["rehashed"] > 0
+    for row in data["moved"]:
+        crossed = agg in row["before"].split(" > ")
+        assert row["why"] == ("path_lost" if crossed else "rehashed"), row
+        assert row["before_hops"] != row["after_hops"]
+        assert row["before"].startswith(row["src_gpu"]) and row["diverge_at"] in row["before"]
+    text = page.text_content("#whatif-why")
+    assert f"{why['rehashed']:,} were rehashed" in text
+    # hottest after: before, after and the change, which adds up
+    for h in data["hottest_after"]:
+        assert h["value"] - h["before"] == pytest.approx(h["delta"])
+    heads = page.evaluate("Array.from(document.querySelectorAll('#whatif-hot-after th'))"
+                          ".map(h => h.textContent)")
+    assert heads == ["from", "to", "tier", "before", "after", "change"]
+    shoot(probe, shots, "console-whatif-agg")
+
+    # a whole plane: from the plane view's button, in one entry
+    page.click("#whatif-clear")
+    wait_idle(page)
+    show_tab(probe, "topology")
+    page.evaluate("window.aifabric.goTo({plane: {pod: 0, plane: 1}})")
+    wait_idle(page, "window.aifabric.state.topo.data.plane === 1")
+    page.click("#topo-detail button.fail[data-fail='plane:1']")
+    wait_idle(page, "window.aifabric.state.whatif !== null && "
+              "window.aifabric.state.whatif.fail[0] === 'plane:1'")
+    data = page.evaluate("window.aifabric.state.whatif")
+    sw = f.is_switch & (n.plane == 1)
+    assert data["links_down"] == int((sw[L.a] | sw[L.b]).sum())
+    assert data["flows"]["newly_unreachable"] == 0  # dual-plane: the other plane carries all
+    # every switch group of plane 1 drawn down (dashed), labelled with its count down
+    down = page.evaluate("window.aifabric.whatifCy.nodes('.down').map(x => [x.id(), "
+                         "x.data('label')])")
+    groups = {nd["id"]: nd for nd in hpn_served.get("api/topology")["nodes"]
+              if nd["kind"] in ("tor", "agg", "core") and nd["plane"] == 1}
+    assert sorted(i for i, _ in down) == sorted(groups)
+    assert all(f"({groups[i]['count']:,} down)" in lb for i, lb in down)
+    assert page.text_content("#fail-list") == "plane:1"
+    shoot(probe, shots, "console-whatif-plane")
+    probe.assert_clean()

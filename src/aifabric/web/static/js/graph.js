@@ -30,6 +30,7 @@ const cyStyle = [
   { selector: "edge.bottleneck", style: { "line-color": "#d00000", "width": 7,
     "label": "data(label)", "font-size": 9, "color": "#d00000",
     "text-background-color": "#fff", "text-background-opacity": 1 } },
+  { selector: "edge.moved", style: { "line-style": "solid" } },
   { selector: "edge.fast", style: { "curve-style": "haystack", "opacity": 1 } },
   { selector: ":selected", style: { "overlay-color": "#1f6fb2", "overlay-opacity": 0.2 } },
 ];
@@ -110,3 +111,14 @@ export function makeCy(container) {
     hideEdgesOnViewport: true, textureOnViewport: true });
 }
 
+
+/** The label drawn on a node: a group names what it holds (segment, tier, plane:
+ *  "seg 3 ToRs plane 0") and its member count; a switch its (short) name. */
+export function nodeLabel(n) {
+  if (n.count) {
+    return (n.label || n.name || n.id) + "\n×" + fmtCount(n.count)
+      + (n.down ? " (" + fmtCount(n.down) + " down)" : "");
+  }
+  return n.label || n.name || n.id;
+}
+function fmtCount(v) { return Number(v).toLocaleString("en-US"); }

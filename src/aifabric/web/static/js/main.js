@@ -67,6 +67,7 @@ function bind() {
 async function start() {
   api.cy = makeCy($("cy"));
   api.traceCy = makeCy($("trace-cy"));
+  api.whatifCy = makeCy($("whatif-cy"));
   bind();
   const ok = await guarded(async () => {
     const info = await call("info");

@@ -23,7 +23,7 @@ let resolveReady;
 const ready = new Promise((r) => { resolveReady = r; });
 
 /** window.aifabric: cy (topology) and traceCy are set by main.js once made. */
-export const api = { state, ready, cy: null, traceCy: null };
+export const api = { state, ready, cy: null, traceCy: null, whatifCy: null };
 window.aifabric = api;
 
 /** Say the first view is drawn (ok) or failed: body[data-ready] and the ready promise. */

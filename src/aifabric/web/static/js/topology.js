@@ -6,7 +6,7 @@
 import { guarded, call } from "./client.js";
 import { apiScaler, heat, legend, perLink } from "./colour.js";
 import { $, bytes, clear, detailRows, el, fillTable, fmt, metricText } from "./dom.js";
-import { BIG_TRACE, KIND_COLOUR, fitView, readableLabels, stretch } from "./graph.js";
+import { BIG_TRACE, KIND_COLOUR, fitView, nodeLabel, readableLabels, stretch } from "./graph.js";
 import { api, state } from "./state.js";
 import { failFromPage } from "./whatif.js";
 
@@ -17,15 +17,6 @@ function nodeSize(n) {
 function edgeWidth(e) {
   if (e.links) return Math.min(14, 1 + 1.6 * Math.log2(1 + e.links));
   return 1.5;
-}
-/** The label drawn on a node: a group names what it holds (segment, tier, plane:
- *  "seg 3 ToRs plane 0") and its member count; a switch its (short) name. */
-export function nodeLabel(n) {
-  if (n.count) {
-    return (n.label || n.name || n.id) + "\n×" + fmt(n.count)
-      + (n.down ? " (" + fmt(n.down) + " down)" : "");
-  }
-  return n.label || n.name || n.id;
 }
 function topoElements(data, metric) {
   const scale = apiScaler(data.scale, metric, data.edges.map(perLink));
@@ -119,7 +110,15 @@ export async function drawTopology(refit) {
   const box = $("topo-detail"); clear(box);
   const lv = level();
   if (lv === "tor") showPorts(data);
-  else {
+  else if (lv === "plane" && state.info.whatif) {
+    box.appendChild(el("p", "Every agg and core of the plane is drawn: click one for its details "
+      + "or to fail it; click a ToR group to open its segment.", "hint"));
+    const unit = data.plane >= 0 ? "plane:" + data.plane : "pod:" + data.pod;
+    const b = el("button", "fail the whole " + (data.plane >= 0 ? "plane " + data.plane : "pod " + data.pod), "fail");
+    b.type = "button"; b.dataset.fail = unit;
+    b.addEventListener("click", () => failFromPage([unit]));
+    box.appendChild(b);
+  } else {
     box.appendChild(el("p", (lv === "overview" ? "Click a group to drill into its segment or plane; "
       : lv === "plane" ? "Click a ToR group to open its segment; " : "Double-click a ToR to open its ports; ")
       + "click a node or link for its details" + (state.info.whatif ? " or to fail it." : "."), "hint"));

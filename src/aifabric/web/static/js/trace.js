@@ -4,8 +4,7 @@
 import { call, guarded } from "./client.js";
 import { heat, legend, scaler } from "./colour.js";
 import { $, bytes, clear, detailRows, el, fillTable, fmt, metricText, ms } from "./dom.js";
-import { BIG_TRACE, KIND_COLOUR, fitView, readableLabels, spreadRows, stretch } from "./graph.js";
-import { nodeLabel } from "./topology.js";
+import { BIG_TRACE, KIND_COLOUR, fitView, nodeLabel, readableLabels, spreadRows, stretch } from "./graph.js";
 import { api, state } from "./state.js";
 
 export async function openTrace() {
