@@ -17,8 +17,9 @@ figure is the page's own ``readyMs``, navigation start to the first view drawn; 
 when chromium or playwright is missing). In the same pages (issue 30, limit 1 s each,
 the worst of 3 held, printed in the "warm s" column): the overview to a ToR's view (its
 196 ports with their load and flows) and the pod's whole traffic pattern traced (drawn
-on the overview's groups), each from the request to drawn by the page's clock. The tests check these with generous bounds
-(a busy 2-core CI machine); the issue's limits are held here.
+on the overview's groups), each from the request to drawn by the page's clock. The tests
+check these with generous bounds (a busy 2-core CI machine); the issue's limits are held
+here.
 
 Reads under load (issue 30): ``aifabric serve examples/hpn-pod.yaml`` (15,360 GPUs,
 96,960 links, 15,360 flows routed; a what-if of one ToR re-routes in ~0.3 s) with 4

@@ -10,8 +10,12 @@ with an independent source: the built Fabric, the routing model, the run's own
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +25,52 @@ import pytest
 from aifabric.topology.fabric import LinkKind, NodeKind
 
 from .conftest import Served, open_page
-from .test_browser import (  # noqa: F401 (fixtures)
-    EXAMPLES,
-    HPN,
-    ROOT,
-    closing,
-    gap_run,
-    hpn_fabric,
-    run_server,
-    shoot,
-    show_tab,
-    sim_run,
-)
+from .test_browser import ALLREDUCE, EXAMPLES, HPN, ROOT, click_node, shoot, show_tab
 
 #: the issue's number (overview to ToR view under 1 s) is held by the benchmark; a test
 #: allows 3x it (a CI machine's 2 cores run the server, Chromium and other tests at once)
 TOR_VIEW_S = 3 * 1.0
+
+
+@pytest.fixture(scope="module")
+def hpn() -> Any:
+    from aifabric import build_fabric, load_spec
+
+    return build_fabric(load_spec(HPN))
+
+
+def _simulate(scenario: Path, out: Path) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(scenario),
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def allreduce_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``aifabric simulate allreduce-hpn.yaml`` (one 1 GiB AllReduce on 1,024 GPUs)."""
+    return _simulate(ALLREDUCE, tmp_path_factory.mktemp("sim") / "run")
+
+
+@pytest.fixture(scope="module")
+def two_allreduces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run of two small AllReduces 2 ms apart: the steps between them are idle."""
+    work = tmp_path_factory.mktemp("gap")
+    scen = work / "scenario.yaml"
+    scen.write_text(f"name: gap\nspec: {ROOT / 'tests' / 'golden' / 'hpn' / 'spec.yaml'}\n"
+                    "collectives:\n  - {op: allreduce, size_bytes: 1MiB, gpus: 8}\n"
+                    "  - {op: allreduce, size_bytes: 1MiB, gpus: 8, start_ms: 2}\n",
+                    encoding="utf-8")
+    return _simulate(scen, work / "run")
+
+
+@pytest.fixture
+def pages() -> Iterator[list[Any]]:
+    """Pages opened by a test, closed (with their context) at its end."""
+    opened: list[Any] = []
+    yield opened
+    for p in opened:
+        p.page.context.close()
 
 
 def wait_idle(page: Any, cond: str = "true") -> None:
@@ -60,12 +94,12 @@ def inside_view(page: Any, selector: str) -> bool:
 
 
 def test_every_group_and_switch_is_labelled_and_aggs_cores_are_drawn_one_by_one(
-        browser: Any, hpn_served: Served, hpn_fabric: Any, shots: Path,
-        closing: list[Any]) -> None:  # noqa: F811
-    f = hpn_fabric
+        browser: Any, hpn_served: Served, hpn: Any, shots: Path,
+        pages: list[Any]) -> None:
+    f = hpn
     n, L = f.nodes, f.links
     probe = open_page(browser, hpn_served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     # the overview: every group's label names what it holds (tier, segment, plane) and
     # its member count, as the API labels it
@@ -82,13 +116,11 @@ def test_every_group_and_switch_is_labelled_and_aggs_cores_are_drawn_one_by_one(
     boxes = page.evaluate("""() => window.aifabric.cy.nodes("[kind = 'tor']").map(x =>
         x.renderedBoundingBox({includeNodes: false, includeEdges: false, includeLabels: true}))
         .sort((a, b) => a.x1 - b.x1)""")
-    assert all(a["x2"] <= b["x1"] + 0.5 for a, b in zip(boxes, boxes[1:], strict=False))
+    assert all(a["x2"] <= b["x1"] + 0.5 for a, b in itertools.pairwise(boxes))
     shoot(probe, shots, "console-overview-labels")
 
     # click the aggs of plane 1 on the canvas: the plane view draws every agg of the plane
     # and every core cabled to them, one node each, labelled
-    from .test_browser import click_node
-
     click_node(probe, "cy", "[kind = 'agg'][plane = 1]")
     wait_idle(page, "window.aifabric.state.topo.plane !== null && "
               "window.aifabric.state.topo.data.plane === 1")
@@ -138,17 +170,17 @@ def test_every_group_and_switch_is_labelled_and_aggs_cores_are_drawn_one_by_one(
 
 
 def test_tor_view_lists_its_ports_load_and_flows(browser: Any, hpn_served: Served,
-                                                 hpn_fabric: Any, shots: Path,
-                                                 closing: list[Any]) -> None:  # noqa: F811
+                                                 hpn: Any, shots: Path,
+                                                 pages: list[Any]) -> None:
     from aifabric.telemetry.catalog import port_names
     from aifabric.web.twin import Twin
 
-    f = hpn_fabric
+    f = hpn
     n, L = f.nodes, f.links
     tor = "tor-s03-r2-b"
     t = f.node_id(tor)
     probe = open_page(browser, hpn_served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     # overview -> ToR view, timed in the page (request, drawing, the ports table)
     t0 = time.monotonic()
@@ -197,8 +229,6 @@ def test_tor_view_lists_its_ports_load_and_flows(browser: Any, hpn_served: Serve
     page.click("#crumbs a:nth-of-type(2)")
     wait_idle(page, "window.aifabric.state.topo.segment === 3")
     # from a segment: click a ToR, then its "open ToR view" button
-    from .test_browser import click_node
-
     click_node(probe, "cy", f"[name = '{tor}']")
     page.click("#topo-detail button.open-tor")
     wait_idle(page, f"window.aifabric.state.topo.data.tor === {json.dumps(tor)}")
@@ -208,17 +238,18 @@ def test_tor_view_lists_its_ports_load_and_flows(browser: Any, hpn_served: Serve
 
 
 def test_hottest_list_says_which_collective_drives_each_link(
-        browser: Any, run_server: Served, sim_run: Path, shots: Path,  # noqa: F811
-        closing: list[Any]) -> None:  # noqa: F811
+        browser: Any, start_serve: Any, allreduce_run: Path, shots: Path,
+        pages: list[Any]) -> None:
     """Each hottest row names the collective with the most bytes on that link direction:
     the run's own collective_links.csv (the simulator's per-collective accounting)."""
-    with (sim_run / "collective_links.csv").open(newline="") as fh:
+    run_server = start_serve(allreduce_run)
+    with (allreduce_run / "collective_links.csv").open(newline="") as fh:
         per: dict[tuple[int, str], dict[str, int]] = {}
         for r in csv.DictReader(fh):
             per.setdefault((int(r["link"]), r["direction"]), {})[r["collective"]] = \
                 int(r["bytes"])
     probe = open_page(browser, run_server)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     show_tab(probe, "heatmap")
     page.select_option("#heat-metric", "bytes")
@@ -278,12 +309,12 @@ def pick_trace(page: Any, want: str) -> dict[str, Any]:
 
 
 def test_a_whole_pattern_is_drawn_by_group_quickly_with_every_byte(
-        browser: Any, hpn_served: Served, shots: Path, closing: list[Any]) -> None:  # noqa: F811
+        browser: Any, hpn_served: Served, shots: Path, pages: list[Any]) -> None:
     from aifabric.web.topology import _groups
     from aifabric.web.twin import Twin
 
     probe = open_page(browser, hpn_served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     show_tab(probe, "trace")
     got = pick_trace(page, "traffic.0")
@@ -313,24 +344,24 @@ def test_a_whole_pattern_is_drawn_by_group_quickly_with_every_byte(
 
 
 def test_a_collectives_bottleneck_is_over_its_own_window(
-        browser: Any, start_serve: Any, gap_run: Path, shots: Path,  # noqa: F811
-        closing: list[Any]) -> None:  # noqa: F811
+        browser: Any, start_serve: Any, two_allreduces: Path, shots: Path,
+        pages: list[Any]) -> None:
     """Two 1 MiB AllReduces 2 ms apart: each one's links run busy during its own ~0.1 ms;
     over the whole run they are nearly idle. The bottleneck's utilization is the
     collective's bytes on that link (the run's collective_links.csv) over what the link
     carries in the collective's window (collectives.csv)."""
     from aifabric import build_fabric, load_spec
 
-    served = start_serve(gap_run)
-    with (gap_run / "collectives.csv").open(newline="") as fh:
+    served = start_serve(two_allreduces)
+    with (two_allreduces / "collectives.csv").open(newline="") as fh:
         wins = {r["collective"]: (float(r["start_ns"]), float(r["end_ns"]))
                 for r in csv.DictReader(fh)}
-    with (gap_run / "collective_links.csv").open(newline="") as fh:
+    with (two_allreduces / "collective_links.csv").open(newline="") as fh:
         cl = {(r["collective"], int(r["link"]), r["direction"]): int(r["bytes"])
               for r in csv.DictReader(fh)}
     f = build_fabric(load_spec(ROOT / "tests" / "golden" / "hpn" / "spec.yaml"))
     probe = open_page(browser, served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     show_tab(probe, "trace")
     got = pick_trace(page, "allreduce-1")
@@ -358,12 +389,12 @@ def test_a_collectives_bottleneck_is_over_its_own_window(
 
 
 def test_the_dropdowns_gpu_count_is_what_is_drawn(browser: Any, start_serve: Any,
-                                                   closing: list[Any]) -> None:  # noqa: F811
+                                                   pages: list[Any]) -> None:
     """GPT on the HPN pod: a TP AllReduce of 8 GPUs runs in 16 replicas at once; the
     option says 128 GPUs (16 groups of 8) and the trace draws 128."""
     served = start_serve(EXAMPLES / "scenarios" / "gpt-hpn.yaml")
     probe = open_page(browser, served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     show_tab(probe, "trace")
     got = pick_trace(page, "gpt-13b it0 fwd p0 m0 tp0")
@@ -377,14 +408,14 @@ def test_the_dropdowns_gpu_count_is_what_is_drawn(browser: Any, start_serve: Any
 
 # ------------------------------------------------------------------------ what-if
 def test_whatif_is_drawn_on_the_topology_with_why_flows_moved(
-        browser: Any, hpn_served: Served, hpn_fabric: Any, shots: Path,
-        closing: list[Any]) -> None:  # noqa: F811
-    f = hpn_fabric
+        browser: Any, hpn_served: Served, hpn: Any, shots: Path,
+        pages: list[Any]) -> None:
+    f = hpn
     n, L = f.nodes, f.links
     agg = "agg-p00-pl0-05"
     a = f.node_id(agg)
     probe = open_page(browser, hpn_served)
-    closing.append(probe)
+    pages.append(probe)
     page = probe.page
     # an agg found by search and failed from its detail panel
     page.fill("#search", agg)

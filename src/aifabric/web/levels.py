@@ -252,8 +252,7 @@ def tor_view(f: Fabric, name: str, arc_value: np.ndarray | None, *,
     dx = (np.arange(len(dn_peers)) - (len(dn_peers) - 1) / 2.0) * 34.0
     hn_dn = n.name[f.host_node[np.maximum(n.host[dn_peers], 0)]].astype(str)
     hlab = short_labels(hn_dn.tolist()) if len(hn_dn) else []
-    nic_if = port_names(f, dn_peers, np.zeros(len(dn_peers), dtype=np.int64)).astype(str) if len(dn_peers) \
-        else np.zeros(0, dtype=str)
+    nic_if = port_names(f, dn_peers, np.zeros(len(dn_peers), dtype=np.int64)).astype(str)
     for j, v in enumerate(dn_peers.tolist()):  # the NIC ports below (136 on HPN)
         nodes.append({"id": f"n:{v}", "node": v, "kind": "nic", "name": str(n.name[v]),
                       "label": hlab[j], "host": str(hn_dn[j]), "iface": str(nic_if[j]),

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from aifabric.web.twin.core import MAX_FAIL  # failure names per request: one limit for both
 
 __all__ = ["ColourScale", "ErrorOut", "FabricInfo", "GraphEdge", "GraphNode", "HeatmapOut",
-           "HotLink", "InfoOut", "LabOut", "PlaneOut", "RunFile", "RunOut", "SearchHit", "SegmentOut",
-           "TableOut", "TierStat", "TopologyOut", "TorOut", "TorPort", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
+           "HotLink", "InfoOut", "LabOut", "PlaneOut", "RunFile", "RunOut", "SearchHit",
+           "SegmentOut", "TableOut", "TierStat", "TopologyOut", "TorOut", "TorPort", "TraceOut",
+           "TracesOut", "WhatifIn", "WhatifOut"]
 
 
 class _Open(BaseModel):

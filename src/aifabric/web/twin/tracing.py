@@ -55,7 +55,8 @@ class Tracing(TwinCore):
                     "id": i, "name": c.name, "job": dag.jobs[c.job] if c.job >= 0 else "",
                     "op": c.op, "gpus": g, "group_gpus": int(c.n_gpus),
                     "groups": g // int(c.n_gpus) if c.op != "p2p" and c.n_gpus
-                    and g > int(c.n_gpus) and g % int(c.n_gpus) == 0 else None, "size_bytes": int(c.size_bytes),
+                    and g > int(c.n_gpus) and g % int(c.n_gpus) == 0 else None,
+                    "size_bytes": int(c.size_bytes),
                     "time_ns": None if t is None or not np.isfinite(t) else float(t)})
         out["patterns"] = [{"id": i, "name": n} for i, n in enumerate(self._patterns)]
         return out
@@ -468,7 +469,7 @@ def _grouped(f: Fabric, arcs: np.ndarray, mine_b: np.ndarray, mine_f: np.ndarray
     utilization of its busiest arc; arcs inside a group (NVLink, PCIe) are summed on the
     group (``bytes_inside``). Every byte of the selection is on exactly one edge or
     group."""
-    from aifabric.web.topology import _groups, _KIND_NAME
+    from aifabric.web.topology import _KIND_NAME, _groups
 
     g = _groups(f, "auto")
     links = arcs // 2
