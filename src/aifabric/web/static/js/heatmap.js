@@ -3,7 +3,7 @@
 
 import { call, guarded } from "./client.js";
 import { apiScaler, heat, legend, perLink, scaler } from "./colour.js";
-import { $, fillTable, fmt, metricText, ms } from "./dom.js";
+import { $, fillTable, fmt, metricText, ms, short } from "./dom.js";
 import { api, state } from "./state.js";
 import { applyHighlight, drill, goTo, level } from "./topology.js";
 import { show } from "./views.js";
@@ -158,7 +158,7 @@ function drawLinkGrid(topo, metric) {
       if (cell >= 30 && !down) {
         const x01 = scale(v);
         ctx.fillStyle = x01 > 0.6 ? "#fff" : "#1b2430"; ctx.font = "9px sans-serif"; ctx.textAlign = "center";
-        ctx.fillText(metric === "utilization" ? Math.round(100 * v) + "%" : fmt(v, 2), x + cell / 2, yy + cell / 2);
+        ctx.fillText(short(metric, v), x + cell / 2, yy + cell / 2);
       }
       where.push([x, yy, e]);
     });
