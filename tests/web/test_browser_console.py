@@ -228,6 +228,20 @@ def test_tor_view_lists_its_ports_load_and_flows(browser: Any, hpn_served: Serve
     # the crumbs lead back: segment 3, then the overview
     page.click("#crumbs a:nth-of-type(2)")
     wait_idle(page, "window.aifabric.state.topo.segment === 3")
+    # the segment's 136 host labels are readable (>= 6 px on screen) and, row by row,
+    # none overlaps its neighbour
+    hosts = page.evaluate("""() => { const cy = window.aifabric.cy; const z = cy.zoom();
+        return cy.nodes("[kind = 'host']").map(x => ({y: Math.round(x.position('y')),
+            px: parseFloat(x.style('font-size')) * z, label: x.data('label'),
+            box: x.renderedBoundingBox({includeNodes: false, includeEdges: false,
+                                        includeLabels: true})})); }""")
+    assert len(hosts) == 136 and min(h["px"] for h in hosts) >= 6
+    rows: dict[int, list[Any]] = {}
+    for h in hosts:
+        rows.setdefault(h["y"], []).append(h["box"])
+    for boxes in rows.values():
+        boxes.sort(key=lambda b: b["x1"])
+        assert all(a["x2"] <= b["x1"] + 0.5 for a, b in itertools.pairwise(boxes))
     # from a segment: click a ToR, then its "open ToR view" button
     click_node(probe, "cy", f"[name = '{tor}']")
     page.click("#topo-detail button.open-tor")

@@ -91,7 +91,8 @@ export function readableLabels(cy) {
   // the highlighted one
   cy.style().fromJson(cyStyle.concat([
     { selector: "node", style: { "font-size": Math.max(6, 11 / z), "text-max-width": 150 / z } },
-    { selector: "node[kind = 'host']", style: { "font-size": 8 } },
+    // hosts 48 apart in a segment's rows: as large as their short names fit side by side
+    { selector: "node[kind = 'host']", style: { "font-size": Math.min(17, Math.max(6, 9 / z)) } },
     { selector: "node.partdown", style: { "border-color": "#c62828", "border-width": 3 } },
   { selector: "edge.partdown", style: { "line-style": "dashed" } },
   { selector: "node.highlight", style: { "font-size": Math.max(6, 12 / z) } },
