@@ -473,6 +473,25 @@ def test_whatif_is_drawn_on_the_topology_with_why_flows_moved(
     heads = page.evaluate("Array.from(document.querySelectorAll('#whatif-hot-after th'))"
                           ".map(h => h.textContent)")
     assert heads == ["from", "to", "tier", "before", "after", "change"]
+    # a path-lost flow clicked: its old and new paths drawn switch by switch, every hop
+    # of each once; the failed agg only on the old one, drawn failed
+    k = next(i for i, r in enumerate(data["moved"]) if r["why"] == "path_lost")
+    row = data["moved"][k]
+    page.click(f"#whatif-moved tbody tr:nth-child({k + 1})")
+    got = page.evaluate("""() => { const cy = window.aifabric.whatifCy;
+        const hop = e => [e.source().data('name'), e.target().data('name')];
+        return {mode: cy.container().dataset.mode, was: cy.edges('.was').map(hop),
+                now: cy.edges('.now').map(hop), both: cy.edges('.both').map(hop),
+                down: cy.nodes('.down').map(x => x.data('name'))}; }""")
+    assert got["mode"] == "flow"
+    for path, mine in ((row["before"], got["was"]), (row["after"], got["now"])):
+        hops = list(itertools.pairwise(path.split(" > ")))
+        assert sorted(map(tuple, mine + got["both"])) == sorted(hops)
+    assert got["down"] == [agg]
+    assert any(agg in h for h in got["was"]) and not any(agg in h for h in got["now"])
+    shoot(probe, shots, "console-whatif-flow")
+    page.click("#whatif-graph-back")
+    assert page.evaluate("window.aifabric.whatifCy.container().dataset.mode") == "groups"
     shoot(probe, shots, "console-whatif-agg")
 
     # a whole plane: from the plane view's button, in one entry

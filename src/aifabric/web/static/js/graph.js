@@ -31,6 +31,12 @@ const cyStyle = [
     "label": "data(label)", "font-size": 9, "color": "#d00000",
     "text-background-color": "#fff", "text-background-opacity": 1 } },
   { selector: "edge.moved", style: { "line-style": "solid" } },
+  { selector: "edge.was", style: { "line-color": "#1e5ac8", "line-style": "dashed", "width": 4,
+    "opacity": 1, "target-arrow-shape": "triangle", "target-arrow-color": "#1e5ac8" } },
+  { selector: "edge.now", style: { "line-color": "#ff00aa", "width": 4, "opacity": 1,
+    "target-arrow-shape": "triangle", "target-arrow-color": "#ff00aa" } },
+  { selector: "edge.both", style: { "line-color": "#5b6675", "width": 3, "opacity": 1,
+    "target-arrow-shape": "triangle", "target-arrow-color": "#5b6675" } },
   { selector: "edge.fast", style: { "curve-style": "haystack", "opacity": 1 } },
   { selector: ":selected", style: { "overlay-color": "#1f6fb2", "overlay-opacity": 0.2 } },
 ];

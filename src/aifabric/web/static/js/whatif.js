@@ -48,7 +48,9 @@ export async function doWhatif(fail) {
   { headers: { before_hops: "before (changed hops)", after_hops: "after (changed hops)",
     diverge_at: "parts at", rejoin_at: "rejoins at" },
   format: { why: (v) => WHY_TEXT[v] || v },
+  onClick: (row) => showMoved(row, data),
   empty: "No flow moved: no routed flow crossed what failed." });
+  $("whatif-moved").classList.add("clickable");
   const why = data.moved_why || {};
   $("whatif-why").textContent = data.moved_total ? "Why they moved: " + fmt(why.path_lost || 0)
     + " lost their path (it crossed what failed), " + fmt(why.port || 0) + " left on their NIC's "
@@ -95,6 +97,7 @@ function drawGraph(data) {
   }));
   $("whatif-cy").parentElement.hidden = false;
   cy.resize();
+  cy.container().dataset.mode = "groups";
   cy.batch(() => { cy.elements().remove(); cy.add(els); });
   stretch(cy);
   fitView(cy);
@@ -103,6 +106,60 @@ function drawGraph(data) {
   divergingLegend($("whatif-scale"), "bytes", top, "change of each group link's busiest link ("
     + "bytes, routing model); " + fmt(down) + " links down (dashed red)");
   $("whatif-scale").dataset.linksDown = String(down);
+}
+/** One moved flow drawn switch by switch: the hops both paths share on the middle row,
+ *  where they part the old hops above (dashed blue, "was") and the new ones below
+ *  (magenta, "now"); what failed is drawn red. "back" returns to the groups. */
+function showMoved(row, data) {
+  const cy = api.whatifCy;
+  if (!cy) return;
+  const pb = row.before.split(" > "); const pa = row.after.split(" > ");
+  let k = 0;
+  while (k < Math.min(pb.length, pa.length) && pb[k] === pa[k]) k += 1;
+  let j = 0;
+  while (j < Math.min(pb.length, pa.length) - k && pb[pb.length - 1 - j] === pa[pa.length - 1 - j]) j += 1;
+  const gap = Math.max(pb.length, pa.length) - k - j;
+  const pos = new Map();
+  for (let i = 0; i < k; i += 1) pos.set(pb[i], { x: i * 150, y: 0 });
+  pb.slice(k, pb.length - j).forEach((n, i) => pos.set("b|" + n, { x: (k + i + (gap - (pb.length - k - j)) / 2) * 150, y: -110 }));
+  pa.slice(k, pa.length - j).forEach((n, i) => pos.set("a|" + n, { x: (k + i + (gap - (pa.length - k - j)) / 2) * 150, y: 110 }));
+  for (let i = 0; i < j; i += 1) pos.set(pb[pb.length - j + i], { x: (k + gap + i) * 150, y: 0 });
+  const failed = new Set(data.fail || []);
+  const idOf = (side, path, i) => (i < k || i >= path.length - j ? path[i] : side + "|" + path[i]);
+  const els = [];
+  for (const [id, p] of pos) {
+    const name = id.includes("|") ? id.split("|")[1] : id;
+    els.push({ group: "nodes", position: p, classes: failed.has(name) ? "down" : "",
+      data: { id: "p:" + id, name, label: name, colour: "#2a9d8f", size: 18, lm: 0 } });
+  }
+  const edges = new Map();
+  for (const [side, path, cls] of [["b", pb, "was"], ["a", pa, "now"]]) {
+    for (let i = 0; i + 1 < path.length; i += 1) {
+      const s = "p:" + idOf(side, path, i); const t = "p:" + idOf(side, path, i + 1);
+      const key = s + ">" + t;
+      const shared = i + 1 < k || i >= path.length - j;
+      if (!edges.has(key)) edges.set(key, { s, t, cls: shared ? "both" : cls });
+    }
+  }
+  for (const [key, e] of edges) {
+    els.push({ group: "edges", classes: e.cls, data: { id: "pe:" + key, source: e.s, target: e.t,
+      colour: "#8d99ae", width: 3 } });
+  }
+  cy.batch(() => { cy.elements().remove(); cy.add(els); });
+  readableLabels(cy);
+  cy.fit(cy.elements(), 30);  // a dozen nodes: fit with their labels
+  if (cy.zoom() > 1.5) { cy.zoom(1.5); cy.center(); }
+  readableLabels(cy);
+  cy.container().dataset.mode = "flow";
+  const box = $("whatif-detail"); clear(box);
+  box.appendChild(el("h3", "flow " + row.flow + ": " + row.src_gpu + " → " + row.dst_gpu));
+  box.appendChild(detailRows([["why", WHY_TEXT[row.why] || row.why], ["parts at", row.diverge_at],
+    ["before", row.before_hops], ["after", row.after_hops], ["rejoins at", row.rejoin_at]]));
+  box.appendChild(el("p", "Old hops above (dashed blue), new hops below (magenta); what failed "
+    + "is drawn red.", "hint"));
+  const back = el("button", "back to the groups"); back.type = "button"; back.id = "whatif-graph-back";
+  back.addEventListener("click", () => drawGraph(data));
+  box.appendChild(back);
 }
 function showGraphDetail(d, cy) {
   const box = $("whatif-detail"); clear(box);
