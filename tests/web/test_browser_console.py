@@ -286,20 +286,35 @@ def test_hottest_list_says_which_collective_drives_each_link(
         assert cell.startswith(row["driver"])
         checked += 1
     assert checked > 0
+    # the run's hottest links are NVLink inside hosts: "fabric links" ranks the scale-out
+    # links only: hottest first, the first one the busiest scale-out tier's max
+    fabric = ("access", "leaf_spine", "spine_core")
+    page.select_option("#heat-scope", "fabric")
+    wait_idle(page, "window.aifabric.state.heat.data.scope === 'fabric'")
+    fab = page.evaluate("window.aifabric.state.heat.data.hottest")
+    tiers = run_server.get("api/heatmap?metric=bytes")["tiers"]
+    assert fab and all(h["tier"] in fabric for h in fab)
+    assert all(h["tier"] not in fabric for h in rows)
+    assert [h["value"] for h in fab] == sorted((h["value"] for h in fab), reverse=True)
+    assert fab[0]["value"] == pytest.approx(max(t["max"] for t in tiers
+                                                if t["kind"] in fabric))
+    assert page.locator("#heat-hottest tbody tr").count() == len(fab)
     # the link grid's rows are labelled with their tier and group count
     labels = json.loads(page.evaluate("document.getElementById('heat-links').dataset.rows"))
     kinds = {k.label for k in LinkKind}
     assert labels and all(lb.split(" ")[0] in kinds and lb.endswith(")") for lb in labels)
-    # a hot uplink opens the ToR view that draws it, highlighted
-    up = next((i for i, r in enumerate(rows) if r["tier"] == "leaf_spine"), None)
-    if up is not None:
-        page.click(f"#heat-hottest tbody tr:nth-child({up + 1})")
-        wait_idle(page, "window.aifabric.state.view === 'topology' && "
-                  "window.aifabric.state.topo.tor !== null")
-        assert page.evaluate(f"window.aifabric.cy.getElementById('l:{rows[up]['link']}')"
-                             ".hasClass('highlight')")
-        assert inside_view(page, "edge.highlight")
     shoot(probe, shots, "console-hottest-drivers")
+    # the hottest fabric link, clicked: the view that draws it one by one (an access
+    # link: its segment; an uplink: its ToR's view), the link highlighted and in sight
+    top = fab[0]
+    page.click("#heat-hottest tbody tr:nth-child(1)")
+    level = "segment" if top["tier"] == "access" else "tor"
+    wait_idle(page, "window.aifabric.state.view === 'topology' && "
+              f"window.aifabric.cy.container().dataset.level === '{level}'")
+    assert page.evaluate(f"window.aifabric.cy.getElementById('l:{top['link']}')"
+                         ".hasClass('highlight')")
+    assert inside_view(page, "edge.highlight")
+    shoot(probe, shots, "console-hottest-link")
     probe.assert_clean()
 
 

@@ -121,11 +121,15 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
            description="Per tier and direction: mean (over all arcs, and over the "
            "active arcs, with a value > 0, as report.md gives it), p99 and max of the "
            "metric; the "
-           "hottest links; the per-tier series over time.")
+           "hottest links, each with the collective (pattern) that drives it; the "
+           "per-tier series over time.")
     def heatmap(metric: str | None = metric_q, t: int = t_q,
                 k: int = Query(20, ge=1, le=1000, description="hottest links listed"),
+                scope: str = Query("all", pattern="^(all|fabric)$", description="all: "
+                                   "every link; fabric: the scale-out links only (access, "
+                                   "leaf-spine, spine-core), not NVLink or PCIe"),
                 fail: list[str] = fail_q) -> Response:
         how = call.heavy_call if fail else call
-        return how(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail))
+        return how(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail), scope=scope)
 
     return r

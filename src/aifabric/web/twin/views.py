@@ -14,7 +14,7 @@ from aifabric.web.twin.core import TwinCore, arc_tiers
 if TYPE_CHECKING:
     from aifabric.web.loads import LoadSeries
 
-__all__ = ["Views"]
+__all__ = ["HOT_SCOPES", "Views"]
 
 
 class Views(TwinCore):
@@ -158,13 +158,15 @@ class Views(TwinCore):
         return out
 
     def heatmap(self, *, metric: str | None = None, t: int | None = None,
-                fail: tuple[str, ...] = (), k: int = 20) -> dict[str, Any]:
+                fail: tuple[str, ...] = (), k: int = 20, scope: str = "all") -> dict[str, Any]:
         """Per-tier statistics of ``metric`` at ``t``, the ``k`` hottest arcs, the tier
         series over time. A tier's ``mean`` is over all its (alive) arcs; ``active``
         counts those with a value > 0 and ``mean_active`` is the mean over them — the
         figure report.md gives ("links that carried traffic")."""
         if not 1 <= int(k) <= 1000:
             raise SpecError(Problem("k", f"{k}; allowed: 1..1000"))
+        if scope not in HOT_SCOPES:
+            raise SpecError(Problem("scope", f"{scope!r}; allowed: " + ", ".join(HOT_SCOPES)))
         series, m, vals, tt = self._values(metric, t, fail)
         f = self.fabric
         tiers = []
@@ -189,10 +191,13 @@ class Views(TwinCore):
                                   "mean_active": float(act.mean()) if len(act) else 0.0,
                                   "p99": float(np.percentile(v, 99)),
                                   "max": float(v.max())})
-        hot = series.hottest(f, m, tt, k=int(k), alive=alive)
+        only = None
+        if scope == "fabric" and f is not None:  # the scale-out links: NIC port and up
+            only = np.repeat(f.links.kind >= LinkKind.ACCESS, 2)
+        hot = series.hottest(f, m, tt, k=int(k), alive=alive, only=only)
         if f is not None and self._flows is not None and hot:
             self._add_drivers(hot, fail)
-        return {"metric": m, "t": -1 if tt is None else tt,
+        return {"metric": m, "t": -1 if tt is None else tt, "scope": scope,
                 "times_ns": [float(x) for x in series.times_ns], "tiers": tiers,
                 "hottest": hot, "series": series.tier_series(f, m)}
 
@@ -272,6 +277,9 @@ class Views(TwinCore):
         return search(self._need_fabric("q"), q)
 
 
+#: which links the hottest list ranks: every link, or the scale-out fabric's (access,
+#: leaf-spine, spine-core: not NVLink or PCIe inside a host)
+HOT_SCOPES = ("all", "fabric")
 #: the unit of each metric's per-link figure (the legend prints it)
 METRIC_UNIT = {"utilization": "fraction of capacity", "peak_utilization":
                "fraction of capacity", "bytes": "bytes", "queue_bytes": "bytes",

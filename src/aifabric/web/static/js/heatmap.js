@@ -13,7 +13,8 @@ export async function openHeatmap() {
 }
 export async function drawHeatmap() {
   const h = state.heat;
-  const data = await call("heatmap", { metric: h.metric, t: h.t, k: 20 }, { withFail: true });
+  const data = await call("heatmap", { metric: h.metric, t: h.t, k: 20, scope: h.scope || "all" },
+    { withFail: true });
   h.data = data;
   const times = data.times_ns || (state.info.times_ns || []);
   $("heat-time-label").textContent = h.t < 0 ? "whole run" : "step " + h.t + " of " + times.length

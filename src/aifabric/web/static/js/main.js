@@ -52,6 +52,7 @@ function bind() {
   });
   $("topo-time").addEventListener("change", (ev) => { state.topo.t = Number(ev.target.value); guarded(() => drawTopology(false)); });
   $("heat-metric").addEventListener("change", (ev) => { state.heat.metric = ev.target.value; guarded(drawHeatmap); });
+  $("heat-scope").addEventListener("change", (ev) => { state.heat.scope = ev.target.value; guarded(drawHeatmap); });
   $("heat-time").addEventListener("change", (ev) => { state.heat.t = Number(ev.target.value); guarded(drawHeatmap); });
   $("run-prev").addEventListener("click", () => guarded(() => showTable(state.runTable.name, Math.max(0, state.runTable.offset - state.runTable.limit))));
   $("run-next").addEventListener("click", () => guarded(() => showTable(state.runTable.name, state.runTable.offset + state.runTable.limit)));
