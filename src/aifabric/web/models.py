@@ -218,7 +218,9 @@ class WhatifIn(BaseModel):
     """The links or switches to fail."""
 
     fail: list[str] = Field(default_factory=list, max_length=MAX_FAIL,
-                            description="switch names, ports `device:iface` or `link:<id>`",
+                            description="switch names, ports `device:iface`, `link:<id>`, "
+                            "or a whole `plane:<n>`, `pod:<n>`, `segment:<n>` (at most "
+                            f"{MAX_FAIL} entries)",
                             examples=[["tor-s00-r0-a"]])
 
 

@@ -66,7 +66,8 @@ def parse_failures(f: Fabric, fail: tuple[str, ...] | list[str]) -> np.ndarray:
     for text in fail:
         if not isinstance(text, str) or not text.strip() or len(text) > 200:
             problems.append(Problem("fail", "an empty or over-long entry; allowed: a switch "
-                                    "name, device:iface, or link:<id>"))
+                                    "name, device:iface, link:<id>, plane:<n>, pod:<n> or "
+                                    "segment:<n>"))
             continue
         text = text.strip()
         unit, _, num = text.partition(":")
