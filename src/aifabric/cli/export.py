@@ -26,9 +26,9 @@ class Format(StrEnum):
     dot = "dot"
     ns3_rdma = "ns3-rdma"
     htsim = "htsim"
-    uet_htsim = "uet-htsim"
     astra_sim = "astra-sim"
     simai = "simai"
+    uet_htsim = "uet-htsim"
 
 
 class StartTimes(StrEnum):
