@@ -46,6 +46,7 @@ import argparse
 import json
 import random
 import resource
+import sys
 import time
 from typing import Any
 
@@ -156,7 +157,7 @@ def main() -> None:
     c = run_isolated(_run, a.hosts, a.seed, a.ev, a.evs, a.set, timeout_s=a.limit_s)
     if c is None:
         print(f"ran past {a.limit_s:g} s: NOT MET")
-        return
+        sys.exit(1)
     cpu = c["build_cpu_s"] + c["run_cpu_s"]
     print(f"{c['flows']:,} flows of 1 MB on {a.hosts:,} hosts, {c['data_packets']:,} data "
           f"packets, ev {a.ev}{f' x {a.evs}' if a.ev not in ('spray', 'ecmp') else ''}; "
@@ -169,10 +170,13 @@ def main() -> None:
           f"({REF_HERE_US} us run here): {err:+.1%} -> "
           f"{'MET' if abs(err) <= 0.10 else 'NOT MET'} (within 10%)")
     ok = cpu < 30 and c["peak_mb"] < 1024
+    met = ok and abs(err) <= 0.10
     print(f"CPU {cpu:.1f} s (build {c['build_cpu_s']:.1f} + run {c['run_cpu_s']:.1f}; "
           f"{c['events'] / max(c['run_cpu_s'], 1e-9) / 1e6:.2f} M events/s), peak RSS "
           f"{c['peak_mb']:.0f} MB vs target < 30 s / < 1024 MB (uet-htsim here: 54.7 s, "
           f"902 MB) -> {'MET' if ok else 'NOT MET'}")
+    if not met:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
