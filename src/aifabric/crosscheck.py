@@ -907,9 +907,8 @@ def uet_htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExpor
         ("packet trimming", "one to one", "-disable_trim: dropped, not trimmed, as in "
          "the packet simulator (and NSCC's default target is then the network RTT)"),
         ("cc.algorithm", "one to one" if cc in UET_CC_FLAGS else "no equivalent",
-         (UET_CC_FLAGS[cc] if cc in UET_CC_FLAGS else
-          f"htsim_uec runs UEC's congestion control; this scenario's {cc} is not in it: "
-          "it runs its default, NSCC")),
+         UET_CC_FLAGS.get(cc, f"htsim_uec runs UEC's congestion control; this "
+                          f"scenario's {cc} is not in it: it runs its default, NSCC")),
         ("link speeds", "one to one", "per tier (Downlink_speed_Gbps), -linkspeed = the "
          "NIC's rate in Mbit/s"),
     ]

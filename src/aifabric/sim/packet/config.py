@@ -30,8 +30,8 @@ OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
            "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "NsccParams",
-           "PacketConfig", "PfcConfig", "RcccParams", "SwitchConfig", "TimelyParams", "deployed_packet_settings",
-           "effective_packet_config", "packet_config_from_dict"]
+           "PacketConfig", "PfcConfig", "RcccParams", "SwitchConfig", "TimelyParams",
+           "deployed_packet_settings", "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc")
 #: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)

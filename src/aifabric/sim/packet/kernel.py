@@ -50,8 +50,8 @@ from aifabric.sim.packet.layout import (
     CI_,
     CNP,
     CNPGAP,
-    CREDIT,
     COUNT,
+    CREDIT,
     CTC,
     DATA,
     DELIV,
@@ -920,7 +920,7 @@ def cc_on_send(S, q, now, nbytes):
     c = S[CI_][CC]
     if c == CC_DCQCN:
         dcqcn.on_send(S, q, nbytes)
-    elif c == CC_RCCC or c == CC_NSCC_RCCC:
+    elif c in (CC_RCCC, CC_NSCC_RCCC):
         rccc.on_send(S, q, nbytes)
 
 
@@ -946,7 +946,7 @@ def cc_blocked(S, q, seq, fly):
 @njit(cache=True)
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
-    if c == CC_NSCC or c == CC_NSCC_RCCC:
+    if c in (CC_NSCC, CC_NSCC_RCCC):
         if S[KI_][k, K_KIND] == NAK:
             nscc.on_nak(S, q, now, S[CI_][MTU])
         nscc.on_ack(S, q, now, k)

@@ -5,8 +5,9 @@ The NIC calls ``on_send`` per data packet (DCQCN's byte counter, RCCC's credit),
 ``on_ack`` per ACK or NAK (HPCC, TIMELY, DCTCP, NSCC) and ``on_cnp`` per CNP (DCQCN);
 timers go on the network's event heap. The UEC congestion controls (NSCC, RCCC, both)
 also hold a packet back (``blocked``: window, credit) and RCCC's receiver grants credit
-(``rccc.on_data``, ``rccc.grant`` on its pacer's ``E_CREDIT`` events). Each module holds its algorithm as compiled functions over the simulator's
-arrays (:mod:`aifabric.sim.packet.layout`), ``params`` (the scenario's parameters into the
+(``rccc.on_data``, ``rccc.grant`` on its pacer's ``E_CREDIT`` events). Each module holds
+its algorithm as compiled functions over the simulator's arrays
+(:mod:`aifabric.sim.packet.layout`), ``params`` (the scenario's parameters into the
 settings arrays), ``init`` (a QP's starting state) and ``FIELDS`` (the names of its
 per-QP state, read through ``qp.cc``).
 """

@@ -105,8 +105,8 @@ def params(ci: np.ndarray, cf: np.ndarray, p: Any) -> None:
     the network RTT and rate: :func:`derive`, again whenever a QP raises them)."""
     ci[NS_QAGATE] = p.quick_adapt_gate
     ci[NS_QAON] = int(p.quick_adapt)
-    ci[NS_FASTD] = int(round(p.fast_increase_delay_us * PS_PER_US))
-    ci[NS_NETRTT] = int(round(p.network_rtt_us * PS_PER_US)) if p.network_rtt_us else 0
+    ci[NS_FASTD] = round(p.fast_increase_delay_us * PS_PER_US)
+    ci[NS_NETRTT] = round(p.network_rtt_us * PS_PER_US) if p.network_rtt_us else 0
     cf[NS_GAMMA], cf[NS_DALPHA], cf[NS_MAXBDP] = p.gamma, p.delay_ewma, p.max_window_bdp
     cf[NS_REFBDP] = p.reference_gbps * 1e9 / 8 * p.reference_rtt_us * 1e-6
     cf[NS_LINE] = 0.0
@@ -119,10 +119,10 @@ def derive(ci: np.ndarray, cf: np.ndarray, p: Any) -> None:
     rtt = float(ci[NS_NETRTT])
     mss = float(ci[MTU])
     target = p.target_qdelay_us * PS_PER_US if p.target_qdelay_us else rtt
-    target = max(int(round(target)), 1)
+    target = max(round(target), 1)
     ci[NS_TARGET] = target
     ci[NS_QATHR] = int(p.quick_adapt_factor * target)
-    ci[NS_ADJP] = int(round(p.adjust_period_us * PS_PER_US)) if p.adjust_period_us \
+    ci[NS_ADJP] = round(p.adjust_period_us * PS_PER_US) if p.adjust_period_us \
         else int(rtt)
     ci[NS_ADJB] = p.adjust_bytes_mtus * ci[MTU]
     a = cf[NS_LINE] / 8e12 * rtt / cf[NS_REFBDP]

@@ -142,7 +142,7 @@ def grant(S, node, now):
         if n < g:
             g = n
         QI[q, Q_RGRANT] += g
-        NU[node, U_CRNEXT] = now + int(math.ceil(g * CF[RC_PPB]))
+        NU[node, U_CRNEXT] = now + math.ceil(g * CF[RC_PPB])
         again = need(S, q) > 0
         if NU[node, U_CRH] >= 0:  # others wait: one event for the next grant
             _pace(S, node)
