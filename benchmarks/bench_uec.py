@@ -26,9 +26,11 @@ Settings, all documented ``packet:`` fields, set to what uet-htsim models:
 - load balancing: ``--ev spray`` (default): per-packet random spraying at the switches
   (``packet.lb.mode: spray``), the closest the packet simulator has to uet-htsim's
   NIC-side entropy values until the NIC's EV choice lands; ``--ev ecmp`` each flow on its
-  hash; any other ``--ev NAME`` is passed as ``packet.nic.ev_algorithm`` with ``--evs``
-  entropy values (``packet.nic.entropy_values``), balanced by the switches' ECMP hash, and
-  ``--set KEY=VALUE`` sets any other ``packet:`` field (dotted path).
+  hash; any other ``--ev NAME`` (oblivious, round_robin, reps) is passed as
+  ``packet.nic.entropy.algorithm`` with ``--evs`` values (``packet.nic.entropy.values``),
+  hashed by the switches (``lb.mode: ecmp``); ``--set KEY=VALUE`` sets any other
+  ``packet:`` field (dotted path), e.g. ``--set switch.trim.enabled=true`` (uet-htsim
+  trims by default) where the build has trimming.
 
 The case runs in a fresh process pinned to one core (``_harness``); it prints the tail
 (max) FCT against the reference (target: within 10%), the CPU time of build + run
@@ -104,9 +106,8 @@ def settings(ev: str, evs: int, sets: list[str]) -> dict[str, Any]:
         "lb": {"mode": "spray" if ev == "spray" else "ecmp"},
         "sample_us": 1000, "deadlock_check_us": 1000,
     }
-    if ev not in ("spray", "ecmp"):
-        cfg["nic"]["ev_algorithm"] = ev
-        cfg["nic"]["entropy_values"] = evs
+    if ev not in ("spray", "ecmp"):  # NIC-side entropy values, hashed by the switches
+        cfg["nic"]["entropy"] = {"algorithm": ev, "values": evs}
     for kv in sets:
         key, _, val = kv.partition("=")
         d = cfg
@@ -144,8 +145,8 @@ def _run(hosts: int, seed: int, ev: str, evs: int, sets: list[str]) -> dict[str,
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ev", default="spray", help="spray (switch-side per-packet "
-                    "spraying, default), ecmp, or a NIC EV algorithm name "
-                    "(packet.nic.ev_algorithm)")
+                    "spraying, default), ecmp, or a NIC EV algorithm "
+                    "(packet.nic.entropy.algorithm: oblivious, round_robin, reps)")
     ap.add_argument("--evs", type=int, default=32, help="entropy values per QP (with a "
                     "NIC EV algorithm)")
     ap.add_argument("--hosts", type=int, default=8192)
@@ -154,6 +155,14 @@ def main() -> None:
                     help="any packet: field, dotted (e.g. cc.nscc.gamma=0.5)")
     ap.add_argument("--limit-s", type=float, default=600.0)
     a = ap.parse_args()
+    from aifabric.errors import SpecError
+    from aifabric.sim.packet.config import packet_config_from_dict
+
+    try:  # bad settings: one line, exit 2, before the run
+        packet_config_from_dict(settings(a.ev, a.evs, a.set))
+    except SpecError as err:
+        print(f"error: {err}")
+        sys.exit(2)
     c = run_isolated(_run, a.hosts, a.seed, a.ev, a.evs, a.set, timeout_s=a.limit_s)
     if c is None:
         print(f"ran past {a.limit_s:g} s: NOT MET")

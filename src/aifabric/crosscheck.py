@@ -776,9 +776,12 @@ UET_MAX_PORTS_CORE = 64
 #: the congestion control flags of htsim_uec (main_uec.cpp): NSCC is its default
 UET_CC_FLAGS = {"nscc": "-sender_cc_only", "rccc": "-receiver_cc_only",
                 "nscc+rccc": "-sender_cc -receiver_cc"}
-#: entropy values per connection when the scenario sprays (htsim_uec's -paths; its own
-#: default is 64)
+#: entropy values per connection when the scenario sprays at the switches (htsim_uec's
+#: -paths; its own default is 64)
 UET_SPRAY_PATHS = 256
+#: the NIC's entropy-value choice (packet.nic.entropy.algorithm) as htsim_uec's
+#: -load_balancing_algo: its oblivious mode takes the values in turn (UecMpOblivious)
+UET_LB_ALGO = {"round_robin": "oblivious", "oblivious": "oblivious", "reps": "reps"}
 
 
 def _uet_port_limits(f: Fabric, a: np.ndarray, b: np.ndarray) -> None:
@@ -842,9 +845,17 @@ def uet_htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExpor
     mode = cfg.lb.mode or ("spray" if scn.spec.routing.policy == "spray" else
                            "adaptive" if scn.spec.routing.policy == "adaptive" else "ecmp")
     paths = 1 if mode == "ecmp" else UET_SPRAY_PATHS
+    # NIC-side entropy values (packet.nic.entropy) where this build has them
+    ent = getattr(nic, "entropy", None)
+    ev_alg = str(getattr(ent, "algorithm", "fixed"))
+    if ev_alg != "fixed":
+        paths = int(ent.values)  # type: ignore[union-attr]
     parts = ["htsim_uec -tm connections.cm -topo fabric.topo",
              f"-linkspeed {round(host_gbps * 1000)} -mtu {frame} -q {q_pkts}",
              f"-paths {paths}"]
+    if ev_alg in UET_LB_ALGO:
+        parts.append(f"-load_balancing_algo {UET_LB_ALGO[ev_alg]}")
+    trim = bool(getattr(getattr(cfg.switch, "trim", None), "enabled", False))
     ecn_note = "htsim_uec marks nothing (no -ecn)"
     if cfg.ecn.enabled:
         lo = max(round(cfg.ecn.kmin_bytes / frame), 0)
@@ -864,7 +875,8 @@ def uet_htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExpor
             parts.append(f"-target_q_delay {p.target_qdelay_us:g}")
         if p.init_window_bytes:
             parts.append(f"-cwnd {max(round(p.init_window_bytes / frame), 1)}")
-    parts.append("-disable_trim")
+    if not trim:
+        parts.append("-disable_trim")
     end_us = int(np.ceil(cfg.until_ms * 1000))
     seed = int(scn.seed or 0) % (1 << 31)
     parts.append(f"-end {end_us} -seed {seed}")
@@ -897,15 +909,18 @@ def uet_htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExpor
         ("ecn", "approximately" if cfg.ecn.enabled else "one to one", ecn_note),
         ("packet.lb", "approximately" if mode != "ecmp" else "one to one",
          f"-paths {paths}: " + ("one entropy value per connection: one ECMP path" if
-                                mode == "ecmp" else
-                                f"the NIC sprays over {paths} entropy values (its "
-                                f"load-balancing algorithm's choice) where the packet "
-                                f"simulator's switches {mode} per packet")),
+                                mode == "ecmp" and ev_alg == "fixed" else
+                                f"the NIC sprays over {paths} entropy values" +
+                                (f" ({ev_alg}: -load_balancing_algo "
+                                 f"{UET_LB_ALGO[ev_alg]})" if ev_alg in UET_LB_ALGO else
+                                 f" (its load-balancing algorithm's choice) where the "
+                                 f"packet simulator's switches {mode} per packet"))),
         ("nic.receiver", "one to one" if nic.receiver == "ooo" else "no equivalent",
          "UEC's receiver accepts packets out of order" +
          ("" if nic.receiver == "ooo" else ": this scenario's go_back_n is not in it")),
-        ("packet trimming", "one to one", "-disable_trim: dropped, not trimmed, as in "
-         "the packet simulator (and NSCC's default target is then the network RTT)"),
+        ("packet trimming", "one to one", "trimmed in both (htsim_uec's default)" if trim
+         else "-disable_trim: dropped, not trimmed, as in the packet simulator (and "
+         "NSCC's default target is then the network RTT)"),
         ("cc.algorithm", "one to one" if cc in UET_CC_FLAGS else "no equivalent",
          UET_CC_FLAGS.get(cc, f"htsim_uec runs UEC's congestion control; this "
                           f"scenario's {cc} is not in it: it runs its default, NSCC")),
