@@ -421,8 +421,9 @@ class NsccParams(_Strict):
 
 class RcccParams(_Strict):
     """UEC 1.0 RCCC (receiver credit-based congestion control, for incast): each
-    receiving NIC runs a credit pacer at ``pacer_fraction`` x ``receiver_gbps`` that grants
-    ``credit_mtus`` MTUs at a time, round robin over the QPs asking it for credit; a sender
+    receiving NIC runs a credit pacer at ``pacer_fraction`` x ``receiver_gbps`` (the
+    granted packets as they cross its link) that grants ``credit_mtus`` MTUs at a time,
+    round robin over the QPs asking it for credit; a sender
     starts with ``speculative_bdp`` x its BDP of credit (the speculative window) and may
     send while its credit is positive; each data packet asks for the credit its
     remaining bytes need. Defaults: uet-htsim's (``UecPullPacer`` at 0.99 of the line rate,
@@ -430,9 +431,9 @@ class RcccParams(_Strict):
 
     receiver_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_MBPS / 1000,
                                         description="the rate a receiver grants credit "
-                                        "at, Gbit/s of payload: no default (set the "
-                                        "receiving NIC's line rate, or what its host can "
-                                        "take)")
+                                        "at, Gbit/s on its link (the granted packets with "
+                                        "their headers): no default (set the receiving "
+                                        "NIC's line rate, or what its host can take)")
     pacer_fraction: float = Field(default=0.99, gt=0, le=1, description="the pacer runs "
                                   "at this x receiver_gbps")
     credit_mtus: int = Field(default=4, ge=1, le=1024, description="credit per grant, "

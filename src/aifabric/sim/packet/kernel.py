@@ -946,6 +946,8 @@ def cc_blocked(S, q, seq, fly):
 @njit(cache=True)
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
+    if c >= CC_RCCC:  # RCCC: the first ACK ends the speculation
+        rccc.on_ack(S, q)
     if c in (CC_NSCC, CC_NSCC_RCCC):
         if S[KI_][k, K_KIND] == NAK:
             nscc.on_nak(S, q, now, S[CI_][MTU])

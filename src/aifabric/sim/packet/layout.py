@@ -112,9 +112,9 @@ NKI = 14
 (Q_DSTI, Q_RDSTI, Q_OOOPK, Q_RMAX, Q_OOODROP) = range(38, 43)
 # RCCC (issue 25 item 5): the sender's credit (bytes; may go below 0 by one packet), the
 # credit the receiver granted and the sender received (cumulative bytes), the next QP in
-# the receiver's credit FIFO (-1: last), in that FIFO (0/1)
-(Q_RCRED, Q_RGRANT, Q_RRECV, Q_RNEXT, Q_RIN) = range(43, 48)
-NQI = 48
+# the receiver's credit FIFO (-1: last), in that FIFO (0/1), still speculating (0/1)
+(Q_RCRED, Q_RGRANT, Q_RRECV, Q_RNEXT, Q_RIN, Q_RSPEC) = range(43, 49)
+NQI = 49
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32

@@ -3,19 +3,23 @@ incast: the receiver decides how fast its senders may send.
 
 A sender starts with a speculative credit (``speculative_bdp`` x its BDP, at least one
 packet) and may send a data packet while its credit is positive; each packet spends its
-payload. Each data packet that reaches the receiver asks for the credit the sender's
-remaining bytes need (what is left to send - its credit - credit already granted and on
-its way back). The receiving NIC's credit pacer grants ``credit_mtus`` MTUs at a time,
-round robin over the QPs that asked, and after each grant of g bytes waits g /
-(``pacer_fraction`` x ``receiver_gbps``): what a receiver grants never runs ahead of its
-rate. A grant travels back as a credit frame (``ack_bytes``, the CNP class); the sender
-holds at most its speculative credit. A sender that also runs NSCC (``nscc+rccc``) needs
-both window and credit.
+payload; its first ACK ends the speculation (what is left of the speculative credit is
+dropped: from then on only granted credit counts, as uet-htsim's ``stopSpeculating``).
+Each data packet that reaches the receiver asks for the credit the sender's remaining
+bytes need (what is left to send, at most its NSCC window + one MTU under ``nscc+rccc``,
+- its credit - credit already granted and on its way back). The receiving NIC's credit
+pacer grants ``credit_mtus`` MTUs at a time, round robin over the QPs that asked, and
+after each grant of g bytes waits as long as the grant's packets take on the receiver's
+link at ``pacer_fraction`` x ``receiver_gbps`` (payload plus each packet's headers and
+preamble/gap): what a receiver grants never runs ahead of its rate. A grant travels back
+as a credit frame (``ack_bytes``, the CNP class); the sender holds at most its
+speculative credit. A sender that also runs NSCC (``nscc+rccc``) needs both window and
+credit.
 
-The pacer's state is per node (``NU[node, U_CRNEXT]``, the FIFO ``U_CRH``/``U_CRT`` linked
-through ``QI[q, Q_RNEXT]``); one ``E_CREDIT`` event is pending while the FIFO is not
-empty. Defaults: the UEC consortium's reference simulator (uet-htsim ``UecPullPacer``,
-``UecSink``), which follows the specification.
+The pacer's state is per node (``NU[node, U_CRNEXT]``, the FIFO ``U_CRH``/``U_CRT``
+linked through ``QI[q, Q_RNEXT]``); one ``E_CREDIT`` event is pending while the FIFO is
+not empty. Defaults: the UEC consortium's reference simulator (uet-htsim
+``UecPullPacer``, ``UecSink``), which follows the specification.
 """
 
 from __future__ import annotations
@@ -28,19 +32,26 @@ from numba import njit
 
 from aifabric.sim.packet.heap import hpush
 from aifabric.sim.packet.layout import (
+    CC,
+    CC_NSCC_RCCC,
     CF_,
     CI_,
     E_CREDIT,
     F_6,
+    F_WIN,
     G_,
+    HDR,
     HT_,
+    MTU,
     NOW,
     NU_,
+    OVH,
     Q_RCRED,
     Q_RGRANT,
     Q_RIN,
     Q_RNEXT,
     Q_RRECV,
+    Q_RSPEC,
     Q_SIZE,
     Q_SNDNXT,
     QF_,
@@ -53,11 +64,13 @@ from aifabric.sim.packet.layout import (
     ZERO,
 )
 
-__all__ = ["FIELDS", "blocked", "grant", "init", "need", "on_credit", "on_data", "params"]
+__all__ = ["FIELDS", "blocked", "grant", "init", "need", "on_ack", "on_credit", "on_data",
+           "on_send", "params"]
 
 MAXCRED = F_6  # the most credit a sender holds (bytes)
 FIELDS = {"credit": ("QI", Q_RCRED), "granted": ("QI", Q_RGRANT),
-          "received": ("QI", Q_RRECV), "max_credit": ("QF", MAXCRED)}
+          "received": ("QI", Q_RRECV), "max_credit": ("QF", MAXCRED),
+          "speculating": ("QI", Q_RSPEC)}
 
 
 def params(ci: np.ndarray, cf: np.ndarray, p: Any, mtu: int) -> None:
@@ -75,6 +88,7 @@ def init(qi: np.ndarray, qf: np.ndarray, p: Any, line: float, base_rtt_ps: int,
     qi[Q_RCRED] = spec
     qf[MAXCRED] = float(spec)
     qi[Q_RNEXT] = -1
+    qi[Q_RSPEC] = 1
 
 
 @njit(cache=True)
@@ -88,8 +102,12 @@ def need(S, q):
     """The credit the sender of QP ``q`` still needs beyond what it holds and what is on
     its way to it (bytes)."""
     QI = S[QI_]
-    return (QI[q, Q_SIZE] - QI[q, Q_SNDNXT]) - QI[q, Q_RCRED] - \
-        (QI[q, Q_RGRANT] - QI[q, Q_RRECV])
+    rem = QI[q, Q_SIZE] - QI[q, Q_SNDNXT]
+    if S[CI_][CC] == CC_NSCC_RCCC:  # no more than the window lets it send
+        w = S[QF_][q, F_WIN] + S[CI_][MTU]
+        if rem > w:
+            rem = int(w)
+    return rem - QI[q, Q_RCRED] - (QI[q, Q_RGRANT] - QI[q, Q_RRECV])
 
 
 @njit(cache=True)
@@ -142,7 +160,9 @@ def grant(S, node, now):
         if n < g:
             g = n
         QI[q, Q_RGRANT] += g
-        NU[node, U_CRNEXT] = now + math.ceil(g * CF[RC_PPB])
+        mtu = CI[MTU]  # the grant's packets on the wire: payload, headers, preamble/IFG
+        wire = g + (g + mtu - 1) // mtu * (CI[HDR] + CI[OVH])
+        NU[node, U_CRNEXT] = now + math.ceil(wire * CF[RC_PPB])
         again = need(S, q) > 0
         if NU[node, U_CRH] >= 0:  # others wait: one event for the next grant
             _pace(S, node)
@@ -162,6 +182,16 @@ def on_credit(S, q, g):
     c = QI[q, Q_RCRED] + g
     cap = int(S[QF_][q, MAXCRED])
     QI[q, Q_RCRED] = c if c < cap else cap
+
+
+@njit(cache=True)
+def on_ack(S, q):
+    """The sender's first ACK ends its speculation: unspent speculative credit is gone."""
+    QI = S[QI_]
+    if QI[q, Q_RSPEC] != 0:
+        QI[q, Q_RSPEC] = 0
+        if QI[q, Q_RCRED] > 0:
+            QI[q, Q_RCRED] = 0
 
 
 @njit(cache=True)
