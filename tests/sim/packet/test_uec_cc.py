@@ -166,6 +166,9 @@ def test_rccc_credit_frames_and_grants_add_up():
     QI = sim.net.QI
     ids = [qp.id for qp in qps]
     assert np.array_equal(QI[ids, L.Q_RGRANT], QI[ids, L.Q_RRECV])
+    cc = qps[0].cc  # (the Python view of the same state)
+    assert cc.credit_granted == cc.credit_received == QI[ids[0], L.Q_RGRANT] > 0
+    assert cc.speculating == 0
     assert (QI[ids, L.Q_RIN] == 0).all() and (sim.net.NU[:, L.U_CRH] == -1).all()
 
 

@@ -68,8 +68,8 @@ __all__ = ["FIELDS", "blocked", "grant", "init", "need", "on_ack", "on_credit", 
            "on_send", "params"]
 
 MAXCRED = F_6  # the most credit a sender holds (bytes)
-FIELDS = {"credit": ("QI", Q_RCRED), "granted": ("QI", Q_RGRANT),
-          "received": ("QI", Q_RRECV), "max_credit": ("QF", MAXCRED),
+FIELDS = {"credit": ("QI", Q_RCRED), "credit_granted": ("QI", Q_RGRANT),
+          "credit_received": ("QI", Q_RRECV), "max_credit": ("QF", MAXCRED),
           "speculating": ("QI", Q_RSPEC)}
 
 
