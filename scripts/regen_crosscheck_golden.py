@@ -1,7 +1,7 @@
-"""Regenerate the golden files of ``aifabric export --format ns3-rdma|htsim``
+"""Regenerate the golden files of ``aifabric export --format ns3-rdma|htsim|uet-htsim``
 (tests/golden/crosscheck/<case>/<format>/).
 
-Each case folder holds a small ``scenario.yaml``; this script exports it in both formats
+Each case folder holds a small ``scenario.yaml``; this script exports it in every format
 (every flow at time 0) and writes the files. ``tests/cli/test_export_sims.py`` exports the
 same and compares byte for byte, so any change in output shows up as a reviewed diff.
 

@@ -30,9 +30,9 @@ from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 
 __all__ = ["FORMATS", "START_TIMES", "CrossExport", "QpFlows", "export_scenario",
-           "htsim_files", "ns3_files", "scenario_flows"]
+           "htsim_files", "ns3_files", "scenario_flows", "uet_htsim_files"]
 
-FORMATS = ("ns3-rdma", "htsim")
+FORMATS = ("ns3-rdma", "htsim", "uet-htsim")
 START_TIMES = ("zero", "flow")
 #: CC_MODE of ns-3's RDMA simulator (mix/config_doc.txt: 1 DCQCN, 3 HPCC, 7 TIMELY,
 #: 8 DCTCP); 0 is no documented mode: the code then reacts to no feedback
@@ -507,7 +507,8 @@ def _uniform(values: np.ndarray, what: str) -> float:
     return float(u[0])
 
 
-def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, str]]]:
+def _htsim_topology(f: Fabric, check: Any = None
+                    ) -> tuple[str, np.ndarray, list[tuple[str, str, str]]]:
     """``FatTreeTopology::load``'s file for a 2- or 3-tier tree where every NIC port has
     one ToR; and the htsim host number of every NIC port (host i is under ToR i /
     Radix_Down of tier 0; ToRs numbered pod by pod)."""
@@ -526,7 +527,7 @@ def _htsim_topology(f: Fabric) -> tuple[str, np.ndarray, list[tuple[str, str, st
                       f"{int((per_nic != 1).sum())} NIC ports of this fabric have "
                       f"{int(per_nic.max())} or none (dual-ToR, multi-plane); allowed: "
                       "--format ns3-rdma (any topology)")
-    _htsim_port_limits(f, a, b)
+    (check or _htsim_port_limits)(f, a, b)
     par = _parallel_links(a, b)
     if par:
         raise _refuse("--format", f"{par} links run parallel to another between the same "
@@ -762,6 +763,192 @@ def htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExport:
                        len(li), n, notes)
 
 
+# -- uet-htsim -------------------------------------------------------------------------
+
+#: uet-htsim's header on every data packet (UecSrc::_hdr_size: its -mtu is the whole
+#: packet, the payload is -mtu - 64)
+UET_HEADER_BYTES = 64
+#: ports uet-htsim's FatTreeTopology builds (fat_tree_topology.cpp asserts addPort(...)
+#: < 96 for a ToR's hosts, < 128 for ToR-agg links at both ends, < 64 for agg-core links)
+UET_MAX_TOR_HOSTS = 96
+UET_MAX_PORTS_2TIER = 128
+UET_MAX_PORTS_CORE = 64
+#: the congestion control flags of htsim_uec (main_uec.cpp): NSCC is its default
+UET_CC_FLAGS = {"nscc": "-sender_cc_only", "rccc": "-receiver_cc_only",
+                "nscc+rccc": "-sender_cc -receiver_cc"}
+#: entropy values per connection when the scenario sprays at the switches (htsim_uec's
+#: -paths; its own default is 64)
+UET_SPRAY_PATHS = 256
+#: the NIC's entropy-value choice (packet.nic.entropy.algorithm) as htsim_uec's
+#: -load_balancing_algo: its oblivious mode takes the values in turn (UecMpOblivious)
+UET_LB_ALGO = {"round_robin": "oblivious", "oblivious": "oblivious", "reps": "reps"}
+
+
+def _uet_port_limits(f: Fabric, a: np.ndarray, b: np.ndarray) -> None:
+    """Refuse a switch uet-htsim's FatTreeTopology cannot build: at most 96 hosts per
+    ToR, 128 ports per ToR and per 2-tier spine, 64 per agg and core switch of a 3-tier
+    tree (its asserts abort at start-up)."""
+    kind = f.nodes.kind
+    ports = np.bincount(np.concatenate([a, b]), minlength=f.n_nodes)
+    nic_side = np.concatenate([np.where(kind[a] == NodeKind.NIC, b, -1),
+                               np.where(kind[b] == NodeKind.NIC, a, -1)])
+    hosts = np.bincount(nic_side[nic_side >= 0], minlength=f.n_nodes)
+    three = bool((kind == NodeKind.CORE).any())
+    checks = [(NodeKind.TOR, "ToR", hosts, UET_MAX_TOR_HOSTS, "hosts"),
+              (NodeKind.TOR, "ToR", ports, UET_MAX_PORTS_2TIER, "ports"),
+              (NodeKind.AGG, "agg" if three else "spine", ports,
+               UET_MAX_PORTS_CORE if three else UET_MAX_PORTS_2TIER, "ports"),
+              (NodeKind.CORE, "core", ports, UET_MAX_PORTS_CORE, "ports")]
+    for k, what, count, most, unit in checks:
+        sel = np.flatnonzero(kind == k)
+        if not len(sel):
+            continue
+        worst = int(sel[np.argmax(count[sel])])
+        if int(count[worst]) > most:
+            raise _refuse("--format", f"{what} switch {f.nodes.name[worst]} has "
+                          f"{int(count[worst])} {unit}; uet-htsim's fat-tree builds at most "
+                          f"{most} (fat_tree_topology.cpp asserts it at start-up); allowed: "
+                          "--format ns3-rdma, or smaller switches")
+
+
+def uet_htsim_files(scn: Any, f: Fabric, cfg: Any, flows: QpFlows) -> CrossExport:
+    """uet-htsim's (the UEC consortium's reference simulator, ``sim/datacenter``)
+    connection matrix, fat-tree file and ``htsim_uec`` command line for ``flows`` on ``f``
+    with the packet settings ``cfg``: the same packets (``-mtu`` = the packet simulator's
+    frame; each flow's size its frame count x the -mtu payload), queues and ECN
+    thresholds in packets, the congestion control as htsim_uec's flags."""
+    topo, hid, notes = _htsim_topology(f, _uet_port_limits)
+    n = len(flows.src)
+    nic = cfg.nic
+    frame = int(nic.mtu_payload_bytes) + int(nic.header_bytes) + int(nic.wire_overhead_bytes)
+    mss = frame - UET_HEADER_BYTES
+    pkts = -(-np.asarray(flows.size_bytes, dtype=np.int64) // int(nic.mtu_payload_bytes))
+    size = pkts * mss
+    if n and int(size.max()) > HTSIM_MAX_SIZE:
+        raise _refuse("traffic", f"a QP of {int(flows.size_bytes.max())} bytes "
+                      f"({int(size.max())} in uet-htsim's packets): its connection matrix "
+                      f"reads sizes as a 32-bit int; allowed: at most {HTSIM_MAX_SIZE} "
+                      "bytes per QP")
+    start_us = np.floor(flows.start_ns / 1000).astype(np.int64)
+    cm = (f"Nodes {int((hid >= 0).sum())}\nConnections {n}\n"
+          + _lines(_cat(hid[flows.src], "->", hid[flows.dst]),
+                   np.full(n, "id"), np.arange(1, n + 1), np.full(n, "start"), start_us,
+                   np.full(n, "size"), size))
+    nics = np.flatnonzero(f.nodes.kind == NodeKind.NIC)
+    li = _net_links(f)
+    acc = np.asarray(f.links.kind)[li] == LinkKind.ACCESS
+    host_gbps = float(np.asarray(f.links.capacity_gbps)[li][acc].min())
+    alpha = float(cfg.buffer.alpha)
+    q_bytes = int(cfg.buffer.size_bytes * alpha / (1 + alpha))
+    q_pkts = max(q_bytes // frame, 1)
+    cc = cfg.cc.algorithm
+    mode = cfg.lb.mode or ("spray" if scn.spec.routing.policy == "spray" else
+                           "adaptive" if scn.spec.routing.policy == "adaptive" else "ecmp")
+    paths = 1 if mode == "ecmp" else UET_SPRAY_PATHS
+    # NIC-side entropy values (packet.nic.entropy) where this build has them
+    ent = getattr(nic, "entropy", None)
+    ev_alg = str(getattr(ent, "algorithm", "fixed"))
+    if ev_alg != "fixed":
+        paths = int(ent.values)  # type: ignore[union-attr]
+    parts = ["htsim_uec -tm connections.cm -topo fabric.topo",
+             f"-linkspeed {round(host_gbps * 1000)} -mtu {frame} -q {q_pkts}",
+             f"-paths {paths}"]
+    if ev_alg in UET_LB_ALGO:
+        parts.append(f"-load_balancing_algo {UET_LB_ALGO[ev_alg]}")
+    trim = bool(getattr(getattr(cfg.switch, "trim", None), "enabled", False))
+    ecn_note = "htsim_uec marks nothing (no -ecn)"
+    if cfg.ecn.enabled:
+        lo = max(round(cfg.ecn.kmin_bytes / frame), 0)
+        hi = min(max(round(cfg.ecn.kmax_bytes / frame), lo), q_pkts)
+        lo = min(lo, hi)
+        parts.append(f"-ecn {lo} {hi}")
+        ecn_note = (f"-ecn {lo} {hi}: packets of {frame} bytes (kmin {cfg.ecn.kmin_bytes:,}, "
+                    f"kmax {cfg.ecn.kmax_bytes:,} bytes, nearest; at most -q); htsim_uec's "
+                    "probability rises from 0 to 1 between them (pmax "
+                    f"{cfg.ecn.pmax:g} here), marked at dequeue, on every switch port but "
+                    "a ToR's downlinks under receiver-only CC")
+    if cc in UET_CC_FLAGS:
+        parts.append(UET_CC_FLAGS[cc])
+    if "nscc" in cc:
+        p = cfg.cc.nscc
+        if p.target_qdelay_us:
+            parts.append(f"-target_q_delay {p.target_qdelay_us:g}")
+        if p.init_window_bytes:
+            parts.append(f"-cwnd {max(round(p.init_window_bytes / frame), 1)}")
+    if not trim:
+        parts.append("-disable_trim")
+    end_us = int(np.ceil(cfg.until_ms * 1000))
+    seed = int(scn.seed or 0) % (1 << 31)
+    parts.append(f"-end {end_us} -seed {seed}")
+    cmd = " ".join(parts)
+    run = ("#!/bin/sh\n"
+           "# Run the UEC consortium's reference simulator (uet-htsim: htsim/sim, cmake "
+           "--build build --target htsim_uec) on this folder:\n"
+           "#   UET_HTSIM=/path/to/uet-htsim/htsim/sim/datacenter sh run.sh\n"
+           "set -e\ncd \"$(dirname \"$0\")\"\n"
+           f"\"${{UET_HTSIM:?set UET_HTSIM to uet-htsim's htsim/sim/datacenter folder}}\""
+           f"/{cmd}\n")
+    late = flows.start_ns % 1000 != 0
+    notes += [
+        ("flows", "one to one", "one connection per QP with the packets the packet "
+         "simulator sends it: its frame count x the -mtu payload"),
+        ("start times", "one to one" if not late.any() else "approximately",
+         "htsim_uec reads whole microseconds (timeFromUs((uint32_t)start))" +
+         (f": {int(late.sum())} starts rounded down" if late.any() else "")),
+        ("nic.mtu_payload_bytes, header_bytes, wire_overhead_bytes", "approximately",
+         f"-mtu {frame}: htsim_uec's whole packet, so its packets are the packet "
+         f"simulator's full frames; its payload is {mss} (-mtu - {UET_HEADER_BYTES}) where "
+         f"the packet simulator carries {nic.mtu_payload_bytes}: each flow's size is its "
+         f"frame count x {mss}"),
+        ("buffer.size_bytes, buffer.alpha", "approximately", f"-q {q_pkts}: packets of "
+         f"{frame} bytes per port, what one queue may hold alone under the dynamic "
+         f"threshold, alpha/(1+alpha) x buffer = {q_bytes:,} bytes"),
+        ("pfc", "no equivalent" if cfg.pfc.enabled else "one to one",
+         "htsim_uec's queues are lossy (composite)" +
+         (": this scenario is lossless" if cfg.pfc.enabled else "")),
+        ("ecn", "approximately" if cfg.ecn.enabled else "one to one", ecn_note),
+        ("packet.lb", "approximately" if mode != "ecmp" else "one to one",
+         f"-paths {paths}: " + ("one entropy value per connection: one ECMP path" if
+                                mode == "ecmp" and ev_alg == "fixed" else
+                                f"the NIC sprays over {paths} entropy values" +
+                                (f" ({ev_alg}: -load_balancing_algo "
+                                 f"{UET_LB_ALGO[ev_alg]})" if ev_alg in UET_LB_ALGO else
+                                 f" (its load-balancing algorithm's choice) where the "
+                                 f"packet simulator's switches {mode} per packet"))),
+        ("nic.receiver", "one to one" if nic.receiver == "ooo" else "no equivalent",
+         "UEC's receiver accepts packets out of order" +
+         ("" if nic.receiver == "ooo" else ": this scenario's go_back_n is not in it")),
+        ("packet trimming", "one to one", "trimmed in both (htsim_uec's default)" if trim
+         else "-disable_trim: dropped, not trimmed, as in the packet simulator (and "
+         "NSCC's default target is then the network RTT)"),
+        ("cc.algorithm", "one to one" if cc in UET_CC_FLAGS else "no equivalent",
+         UET_CC_FLAGS.get(cc, f"htsim_uec runs UEC's congestion control; this "
+                          f"scenario's {cc} is not in it: it runs its default, NSCC")),
+        ("link speeds", "one to one", "per tier (Downlink_speed_Gbps), -linkspeed = the "
+         "NIC's rate in Mbit/s"),
+    ]
+    if "nscc" in cc:
+        p = cfg.cc.nscc
+        notes.append(("cc.nscc", "approximately", "htsim_uec derives its network RTT, "
+                      "base RTTs and scaled gains from its own topology, with the same "
+                      "defaults" + (f"; -target_q_delay {p.target_qdelay_us:g}" if
+                                    p.target_qdelay_us else "") +
+                      (f"; -cwnd {max(round(p.init_window_bytes / frame), 1)} packets"
+                       if p.init_window_bytes else "")))
+    if "rccc" in cc:
+        notes.append(("cc.rccc.receiver_gbps", "approximately", "htsim_uec's credit pacer "
+                      "runs at 0.99 x the NIC's line rate (-linkspeed); receiver_gbps "
+                      f"{cfg.cc.rccc.receiver_gbps:g} here"))
+    files = {"connections.cm": cm, "fabric.topo": topo, "run.sh": run,
+             "command.txt": cmd + "\n"}
+    files["NOTES.md"] = _notes_md(scn, "uet-htsim (the UEC reference simulator, htsim_uec)",
+                                  notes, len(nics),
+                                  int((f.nodes.kind >= NodeKind.TOR).sum()), len(li), n,
+                                  flows)
+    return CrossExport(files, len(nics), int((f.nodes.kind >= NodeKind.TOR).sum()),
+                       len(li), n, notes)
+
+
 # -- both ------------------------------------------------------------------------------
 
 
@@ -798,7 +985,13 @@ def export_scenario(scn: Any, f: Fabric, fmt: str, *, start_times: str = "zero"
             update={"size_bytes": size})})
     if fmt == "ns3-rdma":
         _ns3_limits(f)
+        if cfg.cc.algorithm not in NS3_CC_MODE:
+            raise _refuse("packet.cc.algorithm", f"{cfg.cc.algorithm} has no equivalent in "
+                          "ns-3's RDMA simulator; allowed: "
+                          f"{', '.join(NS3_CC_MODE)} (or --format uet-htsim)")
     flows = scenario_flows(scn, f, start_times=start_times, fmt=fmt)
     if fmt == "ns3-rdma":
         return ns3_files(scn, f, cfg, flows)
+    if fmt == "uet-htsim":
+        return uet_htsim_files(scn, f, cfg, flows)
     return htsim_files(scn, f, cfg, flows)

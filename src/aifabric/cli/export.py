@@ -1,6 +1,6 @@
 """``aifabric export SPEC --format json|graphml|dot``: the fabric for other graph tools;
-``aifabric export SCENARIO --format ns3-rdma|htsim``: a scenario for the reference packet
-simulators (:mod:`aifabric.crosscheck`); ``aifabric export SPEC --format
+``aifabric export SCENARIO --format ns3-rdma|htsim|uet-htsim``: a scenario for the
+reference packet simulators (:mod:`aifabric.crosscheck`); ``aifabric export SPEC --format
 astra-sim|simai``: the fabric as ASTRA-sim's or SimAI's network inputs
 (:mod:`aifabric.export_sim`)."""
 
@@ -15,7 +15,7 @@ import typer
 from aifabric.cli._common import MAX_MEMORY, console, load_specs, write_atomic
 
 #: the formats that take a scenario and write a folder
-SCENARIO_FORMATS = ("ns3-rdma", "htsim")
+SCENARIO_FORMATS = ("ns3-rdma", "htsim", "uet-htsim")
 #: the formats that take a spec (or a scenario's spec) and write a folder
 SIM_FORMATS = ("astra-sim", "simai")
 
@@ -28,6 +28,7 @@ class Format(StrEnum):
     htsim = "htsim"
     astra_sim = "astra-sim"
     simai = "simai"
+    uet_htsim = "uet-htsim"
 
 
 class StartTimes(StrEnum):
@@ -50,11 +51,11 @@ def export(
     format: Format = typer.Option(Format.json, "--format", "-f", help="output format"),
     out: Path | None = typer.Option(None, "--out", "-o", metavar="PATH",
                                     help="output file (default: the spec's name + .json, "
-                                    ".graphml or .dot); a folder for ns3-rdma, htsim, "
+                                    ".graphml or .dot); a folder for ns3-rdma, htsim, uet-htsim, "
                                     "astra-sim and simai (default: the scenario's or "
                                     "spec's name + -FORMAT)"),
     start_times: StartTimes = typer.Option(
-        StartTimes.zero, "--start-times", help="ns3-rdma, htsim: zero = every flow at 0 "
+        StartTimes.zero, "--start-times", help="ns3-rdma, htsim, uet-htsim: zero = every flow at 0 "
         "(scenarios whose transfers do not wait for others); flow = when the flow-level "
         "simulation starts each transfer"),
     gpu_type: str = typer.Option("H100", "--gpu-type", metavar="NAME",
@@ -64,9 +65,10 @@ def export(
 ) -> None:
     """Write the fabric as node-link JSON (NetworkX), GraphML (Gephi) or DOT (Graphviz).
 
-    With ``--format ns3-rdma`` or ``htsim`` and a scenario: the input files of ns-3's
-    RDMA simulator (HPCC repository) or htsim (csg-htsim), for cross-checking ``sim:
-    packet``, in a folder with a NOTES.md of which settings map and how.
+    With ``--format ns3-rdma``, ``htsim`` or ``uet-htsim`` and a scenario: the input files
+    of ns-3's RDMA simulator (HPCC repository), htsim (csg-htsim) or the UEC consortium's
+    uet-htsim (htsim_uec), for cross-checking ``sim: packet``, in a folder with a NOTES.md
+    of which settings map and how.
 
     With ``--format astra-sim`` or ``simai`` and a spec (or a scenario): ASTRA-sim's
     network, system and memory configs (and, for a scenario, its collectives and jobs as

@@ -68,6 +68,11 @@ def test_a_collective_runs_packet_by_packet(cli, tmp_path):
     ("{lb: {spray: hash}}", "packet.lb.spray"),
     ("{nic: {receiver: sack}}", "packet.nic.receiver"),
     ("{nic: {receiver: ooo, ooo_bitmap_packets: 0}}", "packet.nic.ooo_bitmap_packets"),
+    # the UEC congestion controls: RCCC needs the receiver's rate (docs/packet.md)
+    ("{cc: {algorithm: rccc}}", "packet.cc.rccc.receiver_gbps"),
+    ("{cc: {algorithm: nscc+rccc}}", "packet.cc.rccc.receiver_gbps"),
+    ("{cc: {algorithm: rccc, rccc: {receiver_gbps: 0}}}", "packet.cc.rccc.receiver_gbps"),
+    ("{cc: {algorithm: nscc, nscc: {gamma: 2}}}", "packet.cc.nscc.gamma"),
 ])
 def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     """Kmin above Kmax, a probability outside [0, 1], XOFF below XON, a buffer smaller

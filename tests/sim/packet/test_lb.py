@@ -212,5 +212,5 @@ def test_routing_policy_spray_sprays_packets(perm):
 
 
 def test_layout_columns_do_not_overlap():
-    assert L.Q_DSTI == L.Q_X1 + 1 and L.NQI == L.Q_OOODROP + 1
-    assert L.LB_MODE == L.DC_X2 + 1 and L.NCI == L.QX_H + 1
+    assert L.Q_DSTI == L.Q_X1 + 1 and L.Q_RCRED == L.Q_OOODROP + 1  # (RCCC's after)
+    assert L.LB_MODE == L.DC_X2 + 1 and L.NS_TARGET == L.QX_H + 1  # (NSCC's after)

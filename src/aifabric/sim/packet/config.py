@@ -29,11 +29,11 @@ Size = Annotated[int, BeforeValidator(size_value)]
 OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
-           "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "PacketConfig",
-           "PfcConfig", "SwitchConfig", "TimelyParams", "deployed_packet_settings",
-           "effective_packet_config", "packet_config_from_dict"]
+           "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "NsccParams",
+           "PacketConfig", "PfcConfig", "RcccParams", "SwitchConfig", "TimelyParams",
+           "deployed_packet_settings", "effective_packet_config", "packet_config_from_dict"]
 
-CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
+CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc")
 #: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)
 #: switch buffers
 MAX_BUFFER = 1 << 36
@@ -356,14 +356,119 @@ class DctcpParams(_Strict):
     min_window_bytes: Size = Field(default=4096, ge=1, le=MAX_BUFFER)
 
 
+class NsccParams(_Strict):
+    """UEC 1.0 NSCC (network-signal congestion control, sender-based): a window moved by
+    two signals, the ECN mark each ACK echoes and the queueing delay (RTT - base RTT).
+    No mark and delay under the target: proportional increase (fast increase by
+    ``fast_increase_scale`` x acked bytes while the delay is under
+    ``fast_increase_delay_us`` for a window's worth of ACKs); no mark and delay over:
+    fair increase; a mark and delay over: multiplicative decrease by ``gamma`` x (average
+    delay - target) / average delay, at most once per base RTT and never below half; a
+    mark and delay under: nothing (a path problem, not the window's). Increases are
+    collected and applied once per ``adjust_bytes_mtus`` MTUs acknowledged or per network
+    RTT (as ``increase / cwnd``, plus ``eta`` per period); quick adapt cuts the window to
+    what was acknowledged in the last base RTT + target when the delay passes
+    ``quick_adapt_factor`` x target. Defaults: the UEC 1.0 specification's, as the UEC
+    consortium's reference simulator (uet-htsim, ``UecSrc::initNsccParams``) sets them;
+    every byte quantity scales with a = network BDP / (reference_gbps x reference_rtt_us)
+    and the proportional gain also with b = target / reference_rtt_us."""
+
+    target_qdelay_us: float | None = Field(
+        default=None, gt=0, le=100_000, description="target queueing delay; default: the "
+        "network RTT (UEC's default without packet trimming; x 0.75 with trimming)")
+    network_rtt_us: float | None = Field(
+        default=None, gt=0, le=100_000, description="the network's largest unloaded RTT, "
+        "which scales every constant and is each QP's first base RTT (uet-htsim: "
+        "network_max_unloaded_rtt); default: the largest base RTT of the run's QPs")
+    reference_gbps: float = Field(default=100.0, gt=0, le=MAX_RATE_MBPS / 1000,
+                                  description="UEC's reference network for scaling: 100 "
+                                  "Gbit/s ...")
+    reference_rtt_us: float = Field(default=12.0, gt=0, le=100_000,
+                                    description="... and a 12 us RTT (BDP 150 KB)")
+    alpha_factor: float = Field(default=4.0, gt=0, le=1000, description="proportional "
+                                "increase gain: alpha = alpha_factor x MSS x a x b / target "
+                                "(bytes per acked byte per ps under the target)")
+    fair_increase_mtus: float = Field(default=5.0, ge=0, le=1000, description="fair "
+                                      "increase: fi = this x MSS x a (per acked byte, "
+                                      "applied / cwnd)")
+    eta_mtus: float = Field(default=0.15, ge=0, le=1000, description="additive increase "
+                            "per adjustment period: eta = this x MSS x a")
+    fast_increase_scale: float = Field(default=0.25, ge=0, le=100, description="fast "
+                                       "increase: cwnd += acked bytes x this x a")
+    fast_increase_delay_us: float = Field(default=1.0, ge=0, le=100_000,
+                                          description="fast increase while the delay is "
+                                          "below this")
+    gamma: float = Field(default=0.8, gt=0, le=1, description="multiplicative decrease "
+                         "gain")
+    delay_ewma: float = Field(default=0.0125, gt=0, le=1, description="gain of the "
+                              "average-delay EWMA")
+    quick_adapt: bool = Field(default=True, description="quick adapt on")
+    quick_adapt_factor: float = Field(default=4.0, gt=0, le=1000, description="quick "
+                                      "adapt when a delay passes this x target")
+    quick_adapt_gate: int = Field(default=3, ge=0, le=20, description="quick adapt only "
+                                  "while the bytes acknowledged in its period are below "
+                                  "max window / 2^this")
+    adjust_bytes_mtus: int = Field(default=8, ge=1, le=1 << 20, description="apply the "
+                                   "collected increase after this many MTUs acknowledged...")
+    adjust_period_us: float | None = Field(default=None, gt=0, le=100_000,
+                                           description="... or this long; default: the "
+                                           "network RTT")
+    max_window_bdp: float = Field(default=1.5, gt=0, le=100, description="max window: "
+                                  "this x the QP's BDP (base RTT x line rate)")
+    init_window_bytes: OptSize = Field(default=None, ge=1, le=MAX_BUFFER, description="the "
+                                       "first window; default: the max window")
+
+
+class RcccParams(_Strict):
+    """UEC 1.0 RCCC (receiver credit-based congestion control, for incast): each
+    receiving NIC runs a credit pacer at ``pacer_fraction`` x ``receiver_gbps`` (the
+    granted packets as they cross its link) that grants ``credit_mtus`` MTUs at a time,
+    round robin over the QPs asking it for credit; a sender
+    starts with ``speculative_bdp`` x its BDP of credit (the speculative window) and may
+    send while its credit is positive; each data packet asks for the credit its
+    remaining bytes need. Defaults: uet-htsim's (``UecPullPacer`` at 0.99 of the line rate,
+    ``UecSink::_mtus_per_pull`` 4, a 1.5 BDP first window)."""
+
+    receiver_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_MBPS / 1000,
+                                        description="the rate a receiver grants credit "
+                                        "at, Gbit/s on its link (the granted packets with "
+                                        "their headers): no default (set the receiving "
+                                        "NIC's line rate, or what its host can take)")
+    pacer_fraction: float = Field(default=0.99, gt=0, le=1, description="the pacer runs "
+                                  "at this x receiver_gbps")
+    credit_mtus: int = Field(default=4, ge=1, le=1024, description="credit per grant, "
+                             "MTU payloads")
+    speculative_bdp: float = Field(default=1.5, ge=0, le=100, description="credit a QP "
+                                   "starts with, x its BDP (also the most credit it holds)")
+
+
 class CcConfig(_Strict):
     """The congestion control of every QP and its parameters."""
 
-    algorithm: Literal["none", "dcqcn", "hpcc", "timely", "dctcp"] = "dcqcn"
+    algorithm: Literal["none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc",
+                       "nscc+rccc"] = Field(
+        default="dcqcn", description="nscc, rccc, nscc+rccc: the UEC 1.0 congestion "
+        "controls (sender window; receiver credits; both, a packet needs window and "
+        "credit)")
     dcqcn: DcqcnParams = DcqcnParams()
     hpcc: HpccParams = HpccParams()
     timely: TimelyParams = TimelyParams()
     dctcp: DctcpParams = DctcpParams()
+    nscc: NsccParams = NsccParams()
+    rccc: RcccParams = RcccParams()
+
+    @model_validator(mode="after")
+    def _rccc_rate(self) -> CcConfig:
+        if "rccc" in self.algorithm and self.rccc.receiver_gbps is None:
+            from pydantic_core import InitErrorDetails, PydanticCustomError
+
+            msg = (f"algorithm {self.algorithm} needs the receiver's rate, which has no "
+                   "default; allowed: a rate in Gbit/s (0 < receiver_gbps <= 1600, e.g. "
+                   "the receiving NIC's line rate)")
+            raise ValidationError.from_exception_data("CcConfig", [InitErrorDetails(
+                type=PydanticCustomError("missing_rate", msg),
+                loc=("rccc", "receiver_gbps"), input=None)])
+        return self
 
 
 class LbConfig(_Strict):

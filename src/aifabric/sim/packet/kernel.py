@@ -42,17 +42,22 @@ from aifabric.sim.packet.layout import (
     CC_DCQCN,
     CC_DCTCP,
     CC_HPCC,
+    CC_NSCC,
+    CC_NSCC_RCCC,
+    CC_RCCC,
     CC_TIMELY,
     CF_,
     CI_,
     CNP,
     CNPGAP,
     COUNT,
+    CREDIT,
     CTC,
     DATA,
     DELIV,
     DROPS,
     E_ARRIVE,
+    E_CREDIT,
     E_DCPEND,
     E_DCTIMER,
     E_PAUSE,
@@ -222,7 +227,7 @@ from aifabric.sim.packet.layout import (
     XON,
     ZERO,
 )
-from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, timely
+from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, nscc, rccc, timely
 
 
 # ---------------------------------------------------------------------- frames
@@ -493,6 +498,7 @@ def pull(S, p, now):
     n = PI[p, P_NQP]
     wake = -1
     win_on = CI[WIN_ON] != 0  # a NIC window (nic.window)
+    uec = CI[CC] >= CC_NSCC  # NSCC's window, RCCC's credit
     i = PI[p, P_RR]
     for _ in range(n):
         if i >= n:
@@ -506,6 +512,8 @@ def pull(S, p, now):
         if fly >= QF[q, F_WIN]:
             continue
         if win_on and fly > 0 and window_full(S, q, seq, fly):
+            continue
+        if uec and cc_blocked(S, q, seq, fly):
             continue
         avail = QI[q, Q_NEXTAV] + int(QI[q, Q_LASTW] * 8e12 / QF[q, F_RATE])
         if avail > now:
@@ -724,7 +732,7 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
 @njit(cache=True)
 def host_receive(S, k):
     """A NIC receives frame ``k``; returns the QP whose last byte it delivered, or -1."""
-    G, CI, KI, QI = S[G_], S[CI_], S[KI_], S[QI_]
+    G, CI, KI, QI, QR = S[G_], S[CI_], S[KI_], S[QI_], S[QR_]
     q = KI[k, K_QP]
     kind = KI[k, K_KIND]
     now = G[NOW]
@@ -763,8 +771,15 @@ def host_receive(S, k):
         else:  # a duplicate of delivered bytes
             QI[q, Q_DUP] += pay
             reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+        if CI[CC] >= CC_RCCC:  # RCCC: the packet asks the receiver for credit
+            rccc.on_data(S, q, S[PI_][QR[q, 1, 0], P_SRC])
         free_pkt(S, k)
         return done
+    if kind == CREDIT:
+        rccc.on_credit(S, q, KI[k, K_SEQ])
+        free_pkt(S, k)
+        kick(S, QI[q, Q_PORT])
+        return -1
     if kind == CNP:
         QI[q, Q_CNPS] += 1
         cc_on_cnp(S, q, now)
@@ -902,8 +917,11 @@ def rto(S, q):
 # ---------------------------------------------------------------------- congestion control
 @njit(cache=True)
 def cc_on_send(S, q, now, nbytes):
-    if S[CI_][CC] == CC_DCQCN:
+    c = S[CI_][CC]
+    if c == CC_DCQCN:
         dcqcn.on_send(S, q, nbytes)
+    elif c in (CC_RCCC, CC_NSCC_RCCC):
+        rccc.on_send(S, q, nbytes)
 
 
 @njit(cache=True)
@@ -913,9 +931,28 @@ def cc_on_cnp(S, q, now):
 
 
 @njit(cache=True)
+def cc_blocked(S, q, seq, fly):
+    """NSCC's window or RCCC's credit holds QP ``q``'s next packet back?"""
+    c = S[CI_][CC]
+    if c != CC_NSCC and rccc.blocked(S, q):
+        return True
+    if c != CC_RCCC:
+        pay = S[QI_][q, Q_SIZE] - seq
+        mtu = S[CI_][MTU]
+        return nscc.blocked(S, q, fly, pay if pay < mtu else mtu)
+    return False
+
+
+@njit(cache=True)
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
-    if c == CC_HPCC:
+    if c >= CC_RCCC:  # RCCC: the first ACK ends the speculation
+        rccc.on_ack(S, q)
+    if c in (CC_NSCC, CC_NSCC_RCCC):
+        if S[KI_][k, K_KIND] == NAK:
+            nscc.on_nak(S, q, now, S[CI_][MTU])
+        nscc.on_ack(S, q, now, k)
+    elif c == CC_HPCC:
         hpcc.on_ack(S, q, now, k)
     elif c == CC_TIMELY:
         timely.on_ack(S, q, now, k)
@@ -1112,6 +1149,10 @@ def run(S, limit, py_t, py_s):
             dcqcn.cut(S, a, t)  # (a cut since it was scheduled makes it stale)
         elif kind == E_DCTIMER and dcqcn.timer(S, a, b, t):
             kick(S, QI[a, Q_PORT])
+        elif kind == E_CREDIT:  # RCCC: the receiver's pacer grants credit
+            q, g = rccc.grant(S, a, t)
+            if q >= 0:
+                reply(S, q, CREDIT, g, CI[CTC], NIL)
         elif kind == E_RXDONE:
             done = host_receive(S, rx_done(S, a))
             if done >= 0:
@@ -1135,7 +1176,7 @@ def _drop_stale_cache() -> None:
     also holds the functions it calls (heap, transports) and the layout's constants:
     when any of these files changed since the cache was written, empty the cache of
     every compiled function of the core (they compile again on first use)."""
-    mods = (sys.modules[__name__], heap, dcqcn, dctcp, hpcc, timely)
+    mods = (sys.modules[__name__], heap, dcqcn, dctcp, hpcc, nscc, rccc, timely)
     disp = {id(v): v for m in mods for v in vars(m).values() if isinstance(v, Dispatcher)}
     try:
         stamp = Path(run._cache._cache_path) / "aifabric-packet-core.sha256"

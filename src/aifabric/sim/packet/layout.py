@@ -44,7 +44,13 @@ NG = 10
 # where the tables live in LBT (destinations, then the offsets of GT, GP, GA, GRR) and the
 # QP's extra columns in QI (reorder histogram, bitmap, flowlet state; the hops it holds)
 (LB_ND, LB_GT0, LB_GP0, LB_GA0, LB_GRR0, QX_RH, QX_RB, QX_QL, QX_H) = range(45, 54)
-NCI = 54
+# UEC congestion control (issue 25 item 5; transports/nscc.py, rccc.py): NSCC's target
+# queueing delay, quick-adapt delay threshold, adjustment period (ps), adjustment bytes,
+# quick-adapt gate (a shift), fast-increase delay (ps), the network RTT (ps), quick adapt
+# on; RCCC's credit per pull (bytes)
+(NS_TARGET, NS_QATHR, NS_ADJP, NS_ADJB, NS_QAGATE, NS_FASTD, NS_NETRTT, NS_QAON,
+ RC_PULL) = range(54, 63)
+NCI = 63
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 # ---------------------------------------------------------------------- CF: float settings
 (ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
@@ -53,9 +59,15 @@ LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 (DC_FIRST, DC_XF0, DC_XF1) = range(16, 19)
 # the NIC: host receive drain (ps per payload byte; nic.rx_gbps), spare slot
 (RX_PPB, X_NICF1) = range(19, 21)
-NCF = 21
+# NSCC: alpha (bytes per byte-ps), fair-increase and eta (bytes), fast-increase scale,
+# decrease gamma, delay EWMA gain, max window (x BDP), the network line rate (bit/s),
+# the reference BDP (bytes); RCCC: the pacer's ps per credit byte
+(NS_ALPHA, NS_FI, NS_ETA, NS_FISCALE, NS_GAMMA, NS_DALPHA, NS_MAXBDP, NS_LINE, NS_REFBDP,
+ RC_PPB) = range(21, 31)
+NCF = 31
 # congestion-control codes (CI[CC]), in the order of config.CC_NAMES
 CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
+CC_NSCC, CC_RCCC, CC_NSCC_RCCC = range(5, 8)
 # ---------------------------------------------------------------------- PI: port ints
 (P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_HEADROOM, P_REV, P_BUSY, P_TXEV, P_TXB, P_ECN,
  P_DROPS, P_WAKE, P_RR, P_QTOT, P_FH, P_FT, P_NQP) = range(18)
@@ -78,7 +90,10 @@ NPT = 14
 # the bytes of it held in PFC headroom
 U_USED, U_RESV, U_RXB, U_RXBUSY, U_RXH, U_RXT, U_HXOFF, U_HXON, U_INP = range(9)
 U_BUF, U_HUSED = range(9, 11)
-NNU = 11
+# RCCC's credit pacer of a receiving NIC: when it may grant next, the FIFO of QPs waiting
+# for credit (head, tail: QP rows linked through Q_RNEXT)
+U_CRNEXT, U_CRH, U_CRT = range(11, 14)
+NNU = 14
 # ---------------------------------------------------------------------- KI: packet pool
 (K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
  K_NINT) = range(14)
@@ -95,7 +110,11 @@ NKI = 14
 # follow the route); out-of-order arrivals (packets ahead of the expected sequence),
 # the largest distance ahead (packets), packets refused beyond the out-of-order bitmap
 (Q_DSTI, Q_RDSTI, Q_OOOPK, Q_RMAX, Q_OOODROP) = range(38, 43)
-NQI = 43
+# RCCC (issue 25 item 5): the sender's credit (bytes; may go below 0 by one packet), the
+# credit the receiver granted and the sender received (cumulative bytes), the next QP in
+# the receiver's credit FIFO (-1: last), in that FIFO (0/1), still speculating (0/1)
+(Q_RCRED, Q_RGRANT, Q_RRECV, Q_RNEXT, Q_RIN, Q_RSPEC) = range(43, 49)
+NQI = 49
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32
@@ -113,7 +132,9 @@ NQF = 12
 # called with, once for all int64 values
 E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER, E_RXDONE = (
     np.arange(9, dtype=np.int64))
+E_CREDIT = np.int64(9)  # RCCC: a receiver's credit pacer may grant
 DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
+CREDIT = np.int64(4)  # RCCC: credit from the receiver (K_SEQ: bytes granted)
 ZERO, ONE, NIL = np.int64(0), np.int64(1), np.int64(-1)
 PAUSE_FRAME_BYTES = 64 + 20
 # run() results

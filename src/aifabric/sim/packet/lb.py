@@ -42,7 +42,11 @@ def shortest_groups(arc_src: Sequence[int], arc_dst: Sequence[int], is_host: Seq
                     dests: Sequence[int]) -> LbGroups:
     """Every shortest path (hops, through switches only) toward each node of ``dests``:
     the group of switch ``s`` toward ``d`` is its arcs to a switch one hop closer, or to
-    ``d`` itself. One breadth-first pass per destination, vectorised over arcs."""
+    ``d`` itself. Destinations attached to the same switches share their groups beyond
+    those switches (as a switch's ECMP group object is shared by every prefix with the
+    same next hops, and as :func:`fabric_groups` shares them per destination class): one
+    breadth-first pass per set of attachment switches, vectorised over arcs; the
+    attachment switches get a group of their arcs to the destination, per destination."""
     src = np.asarray(arc_src, dtype=np.int64)
     dst = np.asarray(arc_dst, dtype=np.int64)
     host = np.asarray(is_host, dtype=bool)
@@ -57,29 +61,51 @@ def shortest_groups(arc_src: Sequence[int], arc_dst: Sequence[int], is_host: Seq
     ptr = [0]
     members: list[np.ndarray] = []
     into_sw = ~host[dst]
-    for j, d in enumerate(dests.tolist()):  # destinations of a hand-built network
+    sw_src = ~host[src]
+    # the attachment of each destination: the switches with an arc into it
+    att = sw_src & np.isin(dst, dests)
+    a_arc = np.flatnonzero(att)
+    a_arc = a_arc[np.lexsort((src[a_arc], dst[a_arc]))]
+    col = np.searchsorted(dests, dst[a_arc])
+    per = np.bincount(col, minlength=D)
+    a_ptr = np.concatenate([[0], np.cumsum(per)])
+    sig: dict[tuple[int, ...], list[int]] = {}
+    a_src = src[a_arc]
+    for j in range(D):  # (a tuple per destination: cheap next to the passes it saves)
+        sig.setdefault(tuple(a_src[a_ptr[j]:a_ptr[j + 1]].tolist()), []).append(j)
+    for first, cols in sig.items():
+        cols_a = np.asarray(cols, dtype=np.int64)
         dist = np.full(n, -1, dtype=np.int64)
-        dist[d] = 0
-        frontier = np.array([d])
-        k = 0
+        frontier = np.unique(np.asarray(first, dtype=np.int64))
+        dist[frontier] = 1
+        k = 1
         while len(frontier):
             k += 1
-            a = np.isin(dst, frontier) & ~host[src] & (dist[src] < 0)
+            a = np.isin(dst, frontier) & sw_src & (dist[src] < 0)
             nxt = np.unique(src[a])
             dist[nxt] = k
             frontier = nxt
-        ok = (dist[src] > 0) & ~host[src] & (dist[dst] == dist[src] - 1) & \
-            (into_sw | (dst == d))
+        # beyond the attachment: groups shared by the class
+        ok = (dist[src] > 1) & sw_src & (dist[dst] == dist[src] - 1) & into_sw
         s_of = src[ok]
         order = np.argsort(s_of, kind="stable")
         arcs = np.flatnonzero(ok)[order]
         s_of = s_of[order]
         us, cnt = np.unique(s_of, return_counts=True)
         g0 = len(ptr) - 1
-        group[row[us], j] = g0 + np.arange(len(us))
-        hops[row[us], j] = dist[us]
+        group[np.ix_(row[us], cols_a)] = (g0 + np.arange(len(us)))[:, None]
+        hops[np.ix_(row[us], cols_a)] = dist[us][:, None]
         ptr.extend((ptr[-1] + np.cumsum(cnt)).tolist())
         members.append(arcs)
+        # the attachment switches: their arcs into each destination, per destination
+        for s in sorted(set(first)):
+            at = np.asarray([i for i, x in enumerate(first) if x == s], dtype=np.int64)
+            arc_s = a_arc[(a_ptr[cols_a][:, None] + at[None, :]).ravel()]
+            g1 = len(ptr) - 1
+            group[row[s], cols_a] = g1 + np.arange(len(cols))
+            hops[row[s], cols_a] = 1
+            ptr.extend((ptr[-1] + len(at) * np.arange(1, len(cols) + 1)).tolist())
+            members.append(arc_s)
     return LbGroups(row, dests, group, hops, np.asarray(ptr, dtype=np.int64),
                     np.concatenate(members) if members else np.zeros(0, dtype=np.int64))
 

@@ -321,6 +321,7 @@ class Network:
         PI[:, L.P_WAKE] = -1
         self._wred_profiles(cfg.ecn)
         self.NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
+        self.NU[:, L.U_CRH] = self.NU[:, L.U_CRT] = -1  # RCCC: no QP waits for credit
         max_frame = self.mtu + self.hdr + self.ovh
         self._buffers(cfg, buffers, n_nodes, max_frame)
         if nic.rx_gbps is not None:
@@ -730,7 +731,8 @@ class Network:
             qf[L.F_WINB] = float(pkts * self.mtu)
         else:
             qf[L.F_WINB] = np.inf if w == "none" else float(w)
-        _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu)
+        _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu,
+                              self.CI, self.CF)
         qp.cc = CongestionControl(self, q, self.cc_name)
         self.qps.append(qp)
         self.reserve()
