@@ -302,11 +302,6 @@ class Routing(_Strict):
         default="hash", description="dual-port NICs: which port a QP uses")
 
 
-def _at(loc: tuple[str | int, ...], message: str) -> ValidationError:
-    return ValidationError.from_exception_data("Spec", [InitErrorDetails(
-        type=PydanticCustomError("infiniband", message), loc=loc, input={})])
-
-
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -330,10 +325,7 @@ class Spec(_Strict):
 
     @model_validator(mode="after")
     def _infiniband_consistent(self) -> Spec:
-        if self.transport != "infiniband":
-            if "infiniband" in self.model_fields_set:
-                raise _at(("infiniband",), "set only with transport: infiniband "
-                          "(transport is roce)")
+        if self.transport != "infiniband":  # the block is kept, unused (dumps carry it)
             return self
         errors = [(("infiniband", *loc), msg) for loc, msg in self.infiniband.problems()]
         ib_gbps = self.infiniband.port_gbps

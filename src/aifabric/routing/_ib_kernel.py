@@ -1,0 +1,131 @@
+"""The compiled port-selection loop of the InfiniBand tables (see routing/infiniband.py):
+OpenSM's ``ucast_mgr_process_tbl`` / ``osm_switch_recommend_path`` over numpy arrays,
+compiled by numba (``cache=True``)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["select_ports"]
+
+NO_PATH = 255
+INF = 1 << 62
+
+
+@njit(cache=True)
+def select_ports(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw,
+                 ca_swport, lmc, S, lft):  # pragma: no cover - compiled
+    """Fill ``lft[s, lid]`` for every switch ``s`` in ``members``.
+
+    ``peer[s, p]``: far node of port ``p`` (``< S`` a switch, ``>= S`` an end node: the
+    caller passes HCA ids offset by S, so both ports of one HCA are one node);
+    ``hops[t, s, p]``: hops to switch ``t``; destinations in OpenSM's order
+    (``kinds``: 0 a switch ``idx``, 1 an HCA port ``idx``)."""
+    P = peer.shape[1]
+    D = len(kinds)
+    n_lids = 1 << lmc
+    C = len(ca_lid)
+    for m in range(len(members)):
+        s = members[m]
+        counts = np.zeros(P, dtype=np.int64)
+        # per destination HCA port: the far nodes its LIDs already go to (OpenSM tracks
+        # system and node GUIDs; here every node is its own system)
+        rem_node = np.full((C, n_lids), -1, dtype=np.int64)
+        rem_fwd = np.zeros((C, n_lids), dtype=np.int64)
+        rem_cnt = np.zeros(C, dtype=np.int64)
+        np_ = nports[s] + 1
+        for off in range(n_lids):
+            for k in range(D):
+                kind = kinds[k]
+                d = idx[k]
+                if kind == 0:
+                    if off > 0:
+                        continue
+                    lid = sw_lid[d]
+                    if lid <= 0:
+                        continue
+                    if d == s:
+                        lft[s, lid] = 0
+                        continue
+                    base = d
+                else:
+                    if ca_lid[d] <= 0:
+                        continue
+                    lid = ca_lid[d] + off
+                    if ca_sw[d] < 0:
+                        lft[s, lid] = NO_PATH
+                        continue
+                    if ca_sw[d] == s:
+                        port = ca_swport[d]
+                        lft[s, lid] = port
+                        counts[port] += 1
+                        node = peer[s, port]
+                        _track(rem_node, rem_fwd, rem_cnt, d, node)
+                        continue
+                    base = ca_sw[d]
+                start = 1
+                if off > 0:
+                    start = np.int64(lft[s, lid - 1]) + 1
+                least = hops[base, s, 0]
+                if least == NO_PATH:
+                    lft[s, lid] = NO_PATH
+                    continue
+                best = 0
+                found = False
+                least_paths = INF
+                best_other_sys = 0
+                least_other_sys = INF
+                least_fwd = INF
+                for i in range(start, start + np_):
+                    p = i % np_
+                    if p == 0 or hops[base, s, p] != least or peer[s, p] < 0:
+                        continue
+                    cc = counts[p]
+                    rg = -1
+                    if lmc > 0 and kind == 1:
+                        node = peer[s, p]
+                        for j in range(rem_cnt[d]):
+                            if rem_node[d, j] == node:
+                                rg = j
+                                break
+                        if rg < 0 and cc < least_other_sys:
+                            least_other_sys = cc
+                            best_other_sys = p
+                            least_fwd = 0
+                    elif lmc > 0 and cc < least_other_sys:
+                        least_other_sys = cc
+                        best_other_sys = p
+                        least_fwd = 0
+                    if cc < least_paths:
+                        found = True
+                        best = p
+                        least_paths = cc
+                        if rg >= 0 and rem_fwd[d, rg] < least_fwd:
+                            least_fwd = rem_fwd[d, rg]
+                    elif rg >= 0 and cc == least_paths and rem_fwd[d, rg] < least_fwd:
+                        least_fwd = rem_fwd[d, rg]
+                        best = p
+                if not found:
+                    lft[s, lid] = NO_PATH
+                    continue
+                if lmc > 0 and best != 0 and best_other_sys != 0:
+                    best = best_other_sys
+                lft[s, lid] = best
+                if kind == 1:
+                    counts[best] += 1
+                    _track(rem_node, rem_fwd, rem_cnt, d, peer[s, best])
+
+
+@njit(cache=True)
+def _track(rem_node, rem_fwd, rem_cnt, d, node):  # pragma: no cover - compiled
+    """OpenSM's find_and_add_remote_sys: count one more LID of ``d`` sent to ``node``."""
+    for j in range(rem_cnt[d]):
+        if rem_node[d, j] == node:
+            rem_fwd[d, j] += 1
+            return
+    if rem_cnt[d] < rem_node.shape[1]:
+        j = rem_cnt[d]
+        rem_node[d, j] = node
+        rem_fwd[d, j] = 1
+        rem_cnt[d] += 1
