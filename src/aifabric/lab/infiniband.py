@@ -119,8 +119,12 @@ class IbLab:
         _write_state(self.dir, self.state)
 
 
-def _env(lab: Path) -> dict[str, str]:
+def _env(lab: Path, sn: Subnet | None = None, attach: int = 0) -> dict[str, str]:
+    """The environment of a program on the lab's simulated fabric: preloaded umad2sim,
+    this lab's ibsim socket, attached at switch ``attach`` (its subnet)."""
     env = dict(os.environ)
+    if sn is not None:
+        env["SIM_HOST"] = _node(sn.sw_name(attach))
     env["LD_PRELOAD"] = UMAD2SIM
     env["IBSIM_SOCKNAME"] = _sockname(lab)
     env["OSM_CACHE_DIR"] = str(lab / "ib" / "cache")
@@ -207,12 +211,18 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         _write_state(lab, state)
         _wait(lambda: "Network simulator ready" in _read(lab / "ib" / "ibsim.log"),
               10.0, "ibsim did not start", lab / "ib" / "ibsim.log")
-        step(f"starting opensm (routing engine {ib.routing_engine}, LMC {ib.lmc})")
-        osm = _start_opensm(lab, env, ib.routing_engine, ib.lmc)
-        state["pids"]["opensm"] = osm
-        _write_state(lab, state)
-        _wait_sweep(lab, 1, timeout_s)
-        state["sweeps"] = _sweeps(lab)
+        subnets = _subnets(sn)
+        step(f"starting opensm on {len(subnets)} subnet(s) (routing engine "
+             f"{ib.routing_engine}, LMC {ib.lmc})")
+        for k, members in enumerate(subnets):
+            state["pids"][f"opensm-{k}"] = _start_opensm(
+                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]),
+                ib.routing_engine, ib.lmc)
+            _write_state(lab, state)
+        for k in range(len(subnets)):
+            _wait_sweep(lab, k, 1, timeout_s)
+        state["subnets"] = len(subnets)
+        state["sweeps"] = [_sweeps(lab, k) for k in range(len(subnets))]
         state["phase"] = "up"
         _write_state(lab, state)
     except BaseException:
@@ -221,13 +231,20 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
     return IbLab(lab, state, fab, sn)
 
 
-def _start_opensm(lab: Path, env: dict[str, str], engine: str, lmc: int) -> int:
-    conf = lab / "ib" / "opensm.conf"
+def _subnets(sn: Subnet) -> list[np.ndarray]:
+    """The switches of each subnet (a dual-plane fabric has one per plane: an HCA port
+    joins one, HCAs do not forward), each run by its own OpenSM."""
+    return [np.flatnonzero(sn.component == k) for k in np.unique(sn.component)]
+
+
+def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, engine: str,
+                  lmc: int) -> int:
+    conf = lab / "ib" / f"opensm-{k}.conf"
     conf.write_text(f"routing_engine {engine}\nlmc {lmc}\nsweep_interval 1\n"
                     "log_flags 0x03\nforce_log_flush TRUE\n", encoding="utf-8")
-    with open(lab / "ib" / "opensm.out", "wb") as out:
-        proc = subprocess.Popen(["opensm", "-F", str(conf), "-f",
-                                 str(lab / "ib" / "opensm.log"), "-s", "1"],
+    with open(lab / "ib" / f"opensm-{k}.out", "wb") as out:
+        proc = subprocess.Popen(["opensm", "-F", str(conf), "-g", f"0x{guid:x}", "-f",
+                                 str(lab / "ib" / f"opensm-{k}.log"), "-s", "1"],
                                 stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
     return proc.pid
@@ -250,14 +267,14 @@ def _wait(ok: Any, timeout_s: float, what: str, log: Path) -> None:
     raise LabError(f"{what} in {timeout_s:.0f} s: {tail[0]}")
 
 
-def _sweeps(lab: Path) -> int:
-    """How many times OpenSM has brought the subnet up (heavy sweeps that ended)."""
-    return _read(lab / "ib" / "opensm.log").count("SUBNET UP")
+def _sweeps(lab: Path, k: int) -> int:
+    """How many times subnet ``k``'s OpenSM has brought it up (heavy sweeps that ended)."""
+    return _read(lab / "ib" / f"opensm-{k}.log").count("SUBNET UP")
 
 
-def _wait_sweep(lab: Path, count: int, timeout_s: float) -> None:
-    _wait(lambda: _sweeps(lab) >= count, timeout_s,
-          "OpenSM did not bring the subnet up", lab / "ib" / "opensm.log")
+def _wait_sweep(lab: Path, k: int, count: int, timeout_s: float) -> None:
+    _wait(lambda: _sweeps(lab, k) >= count, timeout_s,
+          "OpenSM did not bring the subnet up", lab / "ib" / f"opensm-{k}.log")
 
 
 def load(lab: Path | None = None) -> IbLab:
@@ -329,8 +346,10 @@ _CA_PORT = re.compile(r'^\[(\d+)\]\(([0-9a-f]+)\)\s+"[SH]-[0-9a-f]+"\[\d+\].*#\s
                       r'lmc (\d+)')
 
 
-def _diag(lab: IbLab, cmd: list[str], timeout: float = 60) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=lab.env, timeout=timeout,
+def _diag(lab: IbLab, cmd: list[str], attach: int = 0, timeout: float = 60) -> str:
+    """Run a diagnostic (infiniband-diags) on the subnet of switch ``attach``."""
+    env = _env(lab.dir, lab.subnet, attach)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                           check=False)
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
@@ -341,8 +360,8 @@ def _diag(lab: IbLab, cmd: list[str], timeout: float = 60) -> str:
 def read_lids(lab: IbLab) -> tuple[np.ndarray, np.ndarray, str]:
     """The base LIDs OpenSM gave, read with ``ibnetdiscover``: per twin switch and per
     HCA port (0: not seen), and the raw output."""
-    text = _diag(lab, ["ibnetdiscover"])
     sn = lab.subnet
+    text = "\n".join(_diag(lab, ["ibnetdiscover"], int(m[0])) for m in _subnets(sn))
     sw_index = {int(g): s for s, g in enumerate(sn.sw_guid)}
     ca_index = {int(g): c for c, g in enumerate(sn.ca_guid)}
     sw_lid = np.zeros(sn.n_switches, dtype=np.int64)
@@ -371,7 +390,7 @@ def read_lfts(lab: IbLab, sw_lid: np.ndarray) -> np.ndarray:
         if sw_lid[s] <= 0:
             tables.append({})
             continue
-        text = _diag(lab, ["ibroute", "-n", str(int(sw_lid[s]))])
+        text = _diag(lab, ["ibroute", "-n", str(int(sw_lid[s]))], s)
         rows = {}
         for line in text.splitlines():
             m = _ROUTE.match(line.strip())
@@ -386,10 +405,11 @@ def read_lfts(lab: IbLab, sw_lid: np.ndarray) -> np.ndarray:
     return out
 
 
-def tracert(lab: IbLab, src_lid: int, dst_lid: int) -> list[tuple[str, int]]:
+def tracert(lab: IbLab, src_lid: int, dst_lid: int, attach: int = 0
+            ) -> list[tuple[str, int]]:
     """The switches (their GUIDs as hex) and output ports ``ibtracert`` reports from
-    ``src_lid`` to ``dst_lid``."""
-    text = _diag(lab, ["ibtracert", str(src_lid), str(dst_lid)])
+    ``src_lid`` to ``dst_lid`` in the subnet of switch ``attach``."""
+    text = _diag(lab, ["ibtracert", str(src_lid), str(dst_lid)], attach)
     # "[out] -> switch port {guid}[in]": the port left by the previous node, the node
     hops: list[tuple[str, int]] = []
     node: str | None = None
@@ -409,8 +429,7 @@ def compare(lab: IbLab) -> dict[str, Any]:
     lab has failed: destinations compared per switch, the differences (at most 20 shown)."""
     sw_lid, ca_lid, _ = read_lids(lab)
     real = read_lfts(lab, sw_lid)
-    sn = _failed_subnet(lab)
-    twin = lfts(sn, lab.engine, lmc=lab.lmc, sw_lid=sw_lid, ca_lid=ca_lid)
+    sn, twin = twin_tables(lab, sw_lid, ca_lid)
     dests = twin.destinations()
     dests = dests[dests > 0]
     width = max(real.shape[1], twin.lft.shape[1], int(dests.max(initial=0)) + 1)
@@ -419,15 +438,39 @@ def compare(lab: IbLab) -> dict[str, Any]:
     a[:, :real.shape[1]] = real
     b[:, :twin.lft.shape[1]] = twin.lft
     seen = sw_lid > 0
-    diff = (a[:, dests] != b[:, dests]) & seen[:, None]
+    # a switch is compared on the destinations of its own subnet (LIDs are per subnet)
+    own = np.zeros((sn.n_switches, len(dests)), dtype=bool)
+    for members in _subnets(sn):
+        mine = np.concatenate([sw_lid[members], (twin.ca_lid[np.isin(sn.ca_sw, members)]
+                               [:, None] + np.arange(1 << lab.lmc)[None, :]).ravel()])
+        own[np.ix_(members, np.isin(dests, mine[mine > 0]))] = True
+    own &= seen[:, None]
+    diff = (a[:, dests] != b[:, dests]) & own
     ss, dd = np.nonzero(diff)
     shown = [{"switch": sn.sw_name(int(s)), "lid": int(dests[d]),
               "opensm_port": int(a[s, dests[d]]), "twin_port": int(b[s, dests[d]])}
              for s, d in zip(ss[:20], dd[:20], strict=True)]
     return {"engine": lab.engine, "lmc": lab.lmc, "switches": int(seen.sum()),
-            "destinations": len(dests), "entries_compared": int(seen.sum()) * len(dests),
+            "subnets": len(_subnets(sn)), "destinations": len(dests),
+            "entries_compared": int(own.sum()),
             "differences": int(diff.sum()), "first_differences": shown,
             "twin": twin}
+
+
+def twin_tables(lab: IbLab, sw_lid: np.ndarray, ca_lid: np.ndarray,
+                keep_existing: bool = True) -> tuple[Subnet, Lfts]:
+    """The twin's tables for the lab's history: the first sweep's, then after each
+    failure a re-sweep that keeps the entries still on a live least-hop port (as OpenSM
+    does when it does not ignore the switches' existing tables)."""
+    sn = lab.subnet
+    twin = lfts(sn, lab.engine, lmc=lab.lmc, sw_lid=sw_lid, ca_lid=ca_lid)
+    lost: list[int] = []
+    for f in lab.state.get("failures", []):
+        lost += [int(x) for x in f["links"]]
+        sn = lab.subnet.without(np.asarray(lost, dtype=np.int64))
+        twin = lfts(sn, lab.engine, lmc=lab.lmc, sw_lid=sw_lid, ca_lid=ca_lid,
+                    existing=twin.lft if keep_existing else None)
+    return sn, twin
 
 
 def _failed_subnet(lab: IbLab) -> Subnet:
@@ -445,14 +488,16 @@ def test(lab: IbLab) -> dict[str, Any]:
     twin: Lfts = out.pop("twin")
     sn = lab.subnet
     paths = bad = 0
-    live = np.flatnonzero((twin.ca_lid > 0) & (_failed_subnet(lab).ca_sw >= 0))
+    now = _failed_subnet(lab)
+    live = np.flatnonzero((twin.ca_lid > 0) & (now.ca_sw >= 0))
     for i in live[:4]:
         for j in live[-4:]:
-            if i == j:
+            if i == j or sn.component[sn.ca_sw[i]] != sn.component[sn.ca_sw[j]]:
                 continue
             want = [(f"{int(sn.sw_guid[s]):x}", p)
                     for s, p in trace(twin, int(i), int(twin.ca_lid[j]))]
-            got = tracert(lab, int(twin.ca_lid[i]), int(twin.ca_lid[j]))
+            got = tracert(lab, int(twin.ca_lid[i]), int(twin.ca_lid[j]),
+                          int(sn.ca_sw[i]))
             paths += 1
             bad += int(got != want)
     out["paths_traced"] = paths
@@ -480,25 +525,27 @@ def fail(lab: IbLab, what: str) -> dict[str, Any]:
         ports = list(range(1, int(sn.nports[s]) + 1))
         cmd = f'Unlink "{name}"'
     links = [int(sn.port_link[s, p]) for p in ports if sn.port_link[s, p] >= 0]
-    before = _sweeps(lab.dir)
+    k = int(np.searchsorted(np.unique(sn.component), sn.component[s]))
+    before = _sweeps(lab.dir, k)
     with open(lab.dir / "ib" / "console", "w") as fifo:
         fifo.write(cmd + "\n")
-    _wait_sweep(lab.dir, before + 1, 60.0)
-    _settle(lab)
+    _wait_sweep(lab.dir, k, before + 1, 60.0)  # the SM's light sweep sees the change
+    _settle(lab, k)
     lab.state.setdefault("failures", []).append({"what": what, "links": links})
-    lab.state["sweeps"] = _sweeps(lab.dir)
+    lab.state["sweeps"][k] = _sweeps(lab.dir, k)
     lab.save()
-    return {"failed": what, "links": len(links), "sweeps": lab.state["sweeps"]}
+    return {"failed": what, "links": len(links), "subnet": k,
+            "sweeps": lab.state["sweeps"][k]}
 
 
-def _settle(lab: IbLab, quiet_s: float = 2.5, timeout_s: float = 30.0) -> None:
-    """Wait until OpenSM has swept and then stayed quiet for ``quiet_s``."""
+def _settle(lab: IbLab, k: int, quiet_s: float = 2.5, timeout_s: float = 30.0) -> None:
+    """Wait until subnet ``k``'s OpenSM has swept and then stayed quiet for ``quiet_s``."""
     deadline = time.monotonic() + timeout_s
-    last = _sweeps(lab.dir)
+    last = _sweeps(lab.dir, k)
     since = time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.2)
-        now = _sweeps(lab.dir)
+        now = _sweeps(lab.dir, k)
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet_s:

@@ -15,13 +15,15 @@ INF = 1 << 62
 
 @njit(cache=True)
 def select_ports(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw,
-                 ca_swport, lmc, S, lft):  # pragma: no cover - compiled
+                 ca_swport, lmc, S, lft, existing, use_existing):  # pragma: no cover - compiled
     """Fill ``lft[s, lid]`` for every switch ``s`` in ``members``.
 
     ``peer[s, p]``: far node of port ``p`` (``< S`` a switch, ``>= S`` an end node: the
     caller passes HCA ids offset by S, so both ports of one HCA are one node);
     ``hops[t, s, p]``: hops to switch ``t``; destinations in OpenSM's order
-    (``kinds``: 0 a switch ``idx``, 1 an HCA port ``idx``)."""
+    (``kinds``: 0 a switch ``idx``, 1 an HCA port ``idx``). ``use_existing``: an entry
+    of ``existing`` (the tables in the switches) that is still a live least-hop port is
+    kept, as OpenSM does on a sweep that does not ignore the existing LFTs."""
     P = peer.shape[1]
     D = len(kinds)
     n_lids = 1 << lmc
@@ -71,6 +73,14 @@ def select_ports(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw,
                 if least == NO_PATH:
                     lft[s, lid] = NO_PATH
                     continue
+                if use_existing and lid < existing.shape[1]:
+                    old = np.int64(existing[s, lid])
+                    if 0 < old < np_ and peer[s, old] >= 0 and hops[base, s, old] == least:
+                        lft[s, lid] = old
+                        if kind == 1:
+                            counts[old] += 1
+                            _track(rem_node, rem_fwd, rem_cnt, d, peer[s, old])
+                        continue
                 best = 0
                 found = False
                 least_paths = INF

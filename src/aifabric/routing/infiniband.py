@@ -253,15 +253,16 @@ def _minhop_hops(sn: Subnet, members: np.ndarray) -> np.ndarray:
     return hops.astype(np.uint8)
 
 
-def _updn_roots(sn: Subnet, minhop: np.ndarray, sw_lid: np.ndarray) -> np.ndarray:
-    """OpenSM's automatic up/down roots (updn_find_root_nodes_by_min_hop)."""
+def _updn_roots(sn: Subnet, minhop: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """OpenSM's automatic up/down roots of one subnet (updn_find_root_nodes_by_min_hop):
+    the HCA ports counted are those cabled to the subnet's switches."""
     S = sn.n_switches
-    attached = sn.ca_sw[sn.ca_sw >= 0]
+    attached = sn.ca_sw[np.isin(sn.ca_sw, members)]
     cas = np.bincount(attached, minlength=S)
     n = int(cas.sum())
     thd1, thd2 = n * 0.9, n * 0.05
     roots = np.zeros(S, dtype=bool)
-    for s in range(S):
+    for s in members:
         least = minhop[:, s, 0].astype(np.int64)  # least hops from s to each switch
         ok = (cas > 0) & (least < 64)
         hist = np.bincount(least[ok], weights=cas[ok], minlength=64)
@@ -269,8 +270,9 @@ def _updn_roots(sn: Subnet, minhop: np.ndarray, sw_lid: np.ndarray) -> np.ndarra
     return roots
 
 
-def _updn_hops(sn: Subnet, roots: np.ndarray) -> np.ndarray:
-    """The hop tables of OpenSM's up/down engine (updn_subn_rank, updn_bfs_by_node)."""
+def _updn_hops(sn: Subnet, roots: np.ndarray, members: np.ndarray) -> np.ndarray:
+    """The hop tables of OpenSM's up/down engine (updn_subn_rank, updn_bfs_by_node) for
+    the destinations of one subnet."""
     S, P = sn.peer.shape
     peer = sn.peer
     nports = sn.nports
@@ -289,7 +291,7 @@ def _updn_hops(sn: Subnet, roots: np.ndarray) -> np.ndarray:
     ids = sn.sw_guid.astype(np.uint64)
     hops = np.full((S, S, P), NO_PATH, dtype=np.int64)
     up, down = 0, 1
-    for t in range(S):
+    for t in members:
         h = hops[t]
         h[t, 0] = 0
         direction = np.zeros(S, dtype=np.int64)
@@ -383,9 +385,12 @@ def _order(sn: Subnet, members: np.ndarray, sw_lid: np.ndarray, ca_lid: np.ndarr
 
 
 def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
-         sw_lid: np.ndarray | None = None, ca_lid: np.ndarray | None = None) -> Lfts:
+         sw_lid: np.ndarray | None = None, ca_lid: np.ndarray | None = None,
+         existing: np.ndarray | None = None) -> Lfts:
     """The LFT of every switch under ``engine`` (``minhop`` or ``updn``), for the given
-    base LIDs (default :func:`default_lids`; the lab passes the LIDs OpenSM gave)."""
+    base LIDs (default :func:`default_lids`; the lab passes the LIDs OpenSM gave).
+    ``existing``: the tables the switches hold (a re-sweep after a failure): an entry
+    that is still a live least-hop port is kept, as OpenSM keeps it."""
     if engine not in ("minhop", "updn"):
         raise SpecError(Problem("infiniband.routing_engine", f"{engine!r}: the twin "
                                 "computes minhop and updn tables; allowed: minhop, updn"))
@@ -400,28 +405,32 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     for comp in np.unique(sn.component):
         members = np.flatnonzero(sn.component == comp)
         if engine == "updn":
-            roots = _updn_roots(sn, hops_minhop, sw_lid) & (sn.component == comp)
+            roots = _updn_roots(sn, hops_minhop, members)
             if not roots.any():
                 raise SpecError(Problem("infiniband.routing_engine", "updn found no root "
                                         "switch (no switch sees the end ports at one "
                                         "distance); allowed: minhop"))
             roots_all |= roots
-            hops = _updn_hops(sn, roots)
+            hops = _updn_hops(sn, roots, members)
         else:
             hops = hops_minhop
         kinds, idx = _order(sn, members, sw_lid, ca_lid)
-        _select(members, kinds, idx, sn.peer, sn.peer_port, sn.nports, hops, sw_lid,
-                ca_lid, sn.ca_sw, sn.ca_swport, lmc, S, lft)
+        peer_node = np.where(sn.peer >= S, S + sn.ca_hca[np.maximum(sn.peer - S, 0)],
+                             sn.peer)
+        _select(members, kinds, idx, peer_node, sn.nports, hops, sw_lid, ca_lid, sn.ca_sw,
+                sn.ca_swport, lmc, S, lft, existing)
     return Lfts(subnet=sn, engine=engine, lmc=lmc, sw_lid=sw_lid, ca_lid=ca_lid, lft=lft,
                 roots=roots_all if engine == "updn" else None)
 
 
-def _select(members, kinds, idx, peer, peer_port, nports, hops, sw_lid, ca_lid, ca_sw,
-            ca_swport, lmc, S, lft) -> None:
+def _select(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw, ca_swport,
+            lmc, S, lft, existing) -> None:
     from aifabric.routing._ib_kernel import select_ports
 
+    old = np.full((lft.shape[0], 1), NO_PATH, np.uint8) if existing is None else \
+        np.ascontiguousarray(existing, dtype=np.uint8)
     select_ports(np.ascontiguousarray(members), kinds, idx, peer, nports, hops, sw_lid,
-                 ca_lid, ca_sw, ca_swport, lmc, S, lft)
+                 ca_lid, ca_sw, ca_swport, lmc, S, lft, old, existing is not None)
 
 
 # ------------------------------------------------------------------------ paths
