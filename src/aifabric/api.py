@@ -159,7 +159,12 @@ def build_fabric(spec: Spec | str | Path, *, file: str | Path | None = None) -> 
         spec = load_spec(spec)
     try:
         check_fabric(spec)
-        return _build_fabric(spec)
+        fab = _build_fabric(spec)
+        if spec.transport == "infiniband":
+            from aifabric.routing.infiniband import check_infiniband
+
+            check_infiniband(fab)
+        return fab
     except SpecError as err:
         raise err.with_file(str(file)) if file else err from None
 
