@@ -48,6 +48,9 @@ SPEC = "spec.yaml"
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 INSTALL_HINT = "apt-get install -y opensm ibsim-utils infiniband-diags"
 PROGRAMS = ("ibsim", "opensm", "ibroute", "ibnetdiscover", "ibtracert")
+#: the processes this Python process started, by pid: reaped by ``teardown`` (a lab left
+#: up outlives us; its processes are then stopped by pid from the state file)
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def preflight() -> None:
@@ -207,6 +210,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
                                    stdout=log, stderr=subprocess.STDOUT, env=sim_env,
                                    start_new_session=True)
         os.close(fifo)
+        _CHILDREN[sim.pid] = sim
         state["pids"]["ibsim"] = sim.pid
         _write_state(lab, state)
         _wait(lambda: "Network simulator ready" in _read(lab / "ib" / "ibsim.log"),
@@ -247,6 +251,7 @@ def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, engine: str
                                  str(lab / "ib" / f"opensm-{k}.log"), "-s", "1"],
                                 stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    _CHILDREN[proc.pid] = proc
     return proc.pid
 
 
@@ -319,9 +324,11 @@ def teardown(lab: Path) -> dict[str, int]:
         if _alive(p, lab):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
-    for p in mine:  # reap our children (the CLI process that started them has gone)
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(p, os.WNOHANG)
+    for p in pids:  # reap the ones this process started
+        child = _CHILDREN.pop(p, None)
+        if child is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=5)
     shutil.rmtree(lab / "ib", ignore_errors=True)
     for name in (SPEC, STATE + ".tmp", STATE):
         (lab / name).unlink(missing_ok=True)

@@ -402,16 +402,17 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     lft = np.full((S, max_lid + 1), NO_PATH, dtype=np.uint8)
     roots_all = np.zeros(S, dtype=bool)
     hops_minhop = _minhop_hops(sn, np.arange(S))
+    fallback: list[int] = []
     for comp in np.unique(sn.component):
         members = np.flatnonzero(sn.component == comp)
         if engine == "updn":
             roots = _updn_roots(sn, hops_minhop, members)
-            if not roots.any():
-                raise SpecError(Problem("infiniband.routing_engine", "updn found no root "
-                                        "switch (no switch sees the end ports at one "
-                                        "distance); allowed: minhop"))
-            roots_all |= roots
-            hops = _updn_hops(sn, roots, members)
+            if roots.any():
+                roots_all |= roots
+                hops = _updn_hops(sn, roots, members)
+            else:  # OpenSM: the engine failed, the default (minhop) routes the subnet
+                fallback.append(int(comp))
+                hops = hops_minhop
         else:
             hops = hops_minhop
         kinds, idx = _order(sn, members, sw_lid, ca_lid)
@@ -420,7 +421,8 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
         _select(members, kinds, idx, peer_node, sn.nports, hops, sw_lid, ca_lid, sn.ca_sw,
                 sn.ca_swport, lmc, S, lft, existing)
     return Lfts(subnet=sn, engine=engine, lmc=lmc, sw_lid=sw_lid, ca_lid=ca_lid, lft=lft,
-                roots=roots_all if engine == "updn" else None)
+                roots=roots_all if engine == "updn" else None,
+                info={"minhop_fallback_subnets": fallback})
 
 
 def _select(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw, ca_swport,
@@ -461,19 +463,13 @@ def trace(t: Lfts, src_ca: int, dst_lid: int) -> list[tuple[int, int]]:
 
 def check_infiniband(fab: Fabric) -> None:
     """Refuse an InfiniBand spec the fabric cannot carry: an engine that cannot route the
-    topology (``ftree`` on a fabric that is not a fat-tree), SHARP without switches that
-    can aggregate (a tier above the leaves), a switch with more than 254 ports. Problems
-    name the field."""
+    topology (``ftree`` on a fabric that is not a fat-tree; ftree tables are not computed
+    by the twin yet), a switch with more than 254 ports. Problems name the field."""
     spec = fab.spec
     if getattr(spec, "transport", "roce") != "infiniband":
         return
     ib = spec.infiniband
     problems: list[Problem] = []
-    tiers = np.unique(fab.nodes.tier[fab.is_switch])
-    if ib.sharp and len(tiers) < 2:
-        problems.append(Problem("infiniband.sharp", "SHARP reduces in switches above the "
-                                "leaves and this fabric has one switch tier; allowed: "
-                                "false, or a topology with a spine tier"))
     if ib.routing_engine == "ftree":
         why = not_fat_tree(fab)
         if why:

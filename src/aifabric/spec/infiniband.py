@@ -3,12 +3,12 @@
 ``transport: infiniband`` turns a fabric of any family into one InfiniBand subnet per
 connected set of switches, routed by a subnet manager (OpenSM) instead of BGP/ECMP. The
 block says how: the link generation (``speed``), the routing engine and LMC, the virtual
-lanes (how many data VLs, the SL-to-VL table, the buffer credits of each VL) and SHARP.
+lanes (how many data VLs, the SL-to-VL table, the buffer credits of each VL).
 
 Every field is documented in ``docs/infiniband.md``. Checks that need only the spec are
 here (``sl2vl`` naming a VL the ports do not have, ``vl_credits`` of the wrong length, a
 NIC speed that is not the named generation's); checks that need the built fabric (an
-engine that cannot route the topology, SHARP without aggregation-capable switches) are in
+engine that cannot route the topology) are in
 :mod:`aifabric.routing.infiniband`.
 """
 
@@ -39,14 +39,12 @@ _VL = Annotated[int, Field(ge=0, le=MAX_DATA_VLS - 1)]
 
 
 class InfiniBand(StrictModel):
-    """How an InfiniBand fabric is run: speed, routing engine, virtual lanes, SHARP."""
+    """How an InfiniBand fabric is run: speed, routing engine and LMC, virtual lanes."""
 
     speed: IbSpeed = Field(default="ndr", description="link generation: hdr (200 Gbit/s "
                            "per 4x port), ndr (400), xdr (800); hosts.port_gbps must match")
     routing_engine: IbEngine = Field(default="minhop", description="OpenSM's unicast "
                                      "routing engine (OpenSM's default is minhop)")
-    adaptive_routing: bool = Field(default=False, description="switches pick among the "
-                                   "equal-hop ports per packet (NVIDIA Quantum AR)")
     lmc: int = Field(default=0, ge=0, le=7, description="LID mask control: 2^lmc LIDs "
                      "(paths) per port")
     data_vls: int = Field(default=8, ge=1, le=MAX_DATA_VLS,
@@ -59,9 +57,6 @@ class InfiniBand(StrictModel):
         "(default: the port's buffer split evenly)")
     port_buffer_kb: int = Field(default=256, ge=1, le=1 << 20, description="receive "
                                 "buffer of one switch port for its data VLs, KiB")
-    sharp: bool = Field(default=False, description="in-network reduction (SHARP) on the "
-                        "switches; needs aggregation-capable switches (a tier above the "
-                        "leaves)")
 
     @property
     def port_gbps(self) -> int:
