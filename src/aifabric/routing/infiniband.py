@@ -119,6 +119,7 @@ class Subnet:
         out = Subnet(**{k: getattr(self, k) for k in self.__dataclass_fields__})
         out.peer, out.peer_port, out.ca_sw, out.ca_swport = peer, peer_port, ca_sw, ca_swport
         out.ca_link = self.ca_link
+        out.component = _components(peer)  # a failure may split a subnet
         return out
 
     ca_link: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -166,8 +167,6 @@ def subnet(fab: Fabric) -> Subnet:
     P = int(nports.max()) + 1 if S else 1
     port_link = np.full((S, P), -1, dtype=np.int64)
     port_link[ends_sw, portnum] = ends_link
-    # port number of each switch end, by (link, switch): to find the peer's port
-    link_port = {}  # small: only switch-switch links need the far port
     peer = np.full((S, P), -1, dtype=np.int64)
     peer_port = np.full((S, P), -1, dtype=np.int64)
     other_sw = sw_of[ends_other]
@@ -175,11 +174,9 @@ def subnet(fab: Fabric) -> Subnet:
     is_sw = other_sw >= 0
     # far port of switch-switch links: the end of the same link on the other switch
     ss = np.flatnonzero(is_sw)
-    key = ends_link[ss] * 2 + (other_sw[ss] > ends_sw[ss])
     # each switch-switch link has two ends; pair them by link id
     by_link = np.argsort(ends_link[ss], kind="stable")
     pair = ss[by_link].reshape(-1, 2) if len(ss) else np.zeros((0, 2), np.int64)
-    del key, link_port
     e0, e1 = pair[:, 0], pair[:, 1]
     peer[ends_sw[e0], portnum[e0]] = ends_sw[e1]
     peer_port[ends_sw[e0], portnum[e0]] = portnum[e1]
@@ -195,14 +192,7 @@ def subnet(fab: Fabric) -> Subnet:
     ca_swport[other_ca[cs]] = portnum[cs]
     ca_link[other_ca[cs]] = ends_link[cs]
 
-    # subnets: connected sets of switches
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-    if S:
-        adj = csr_matrix((np.ones(len(e0)), (ends_sw[e0], ends_sw[e1])), shape=(S, S))
-        _, comp = connected_components(adj, directed=False)
-    else:
-        comp = np.zeros(0, dtype=np.int64)
+    comp = _components(peer)
     out = Subnet(fabric=fab, sw_node=sw_node,
                  sw_guid=SWITCH_GUID_BASE + np.arange(1, S + 1, dtype=np.uint64),
                  nports=nports, peer=peer, peer_port=peer_port, port_link=port_link,
@@ -212,6 +202,19 @@ def subnet(fab: Fabric) -> Subnet:
                  component=comp.astype(np.int64))
     out.ca_link = ca_link
     return out
+
+
+def _components(peer: np.ndarray) -> np.ndarray:
+    """Subnets: the connected sets of switches over the switch links in ``peer``."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    S = peer.shape[0]
+    if not S:
+        return np.zeros(0, dtype=np.int64)
+    s, p = np.nonzero((peer >= 0) & (peer < S))
+    adj = csr_matrix((np.ones(len(s)), (s, peer[s, p])), shape=(S, S))
+    return connected_components(adj, directed=False)[1].astype(np.int64)
 
 
 # ------------------------------------------------------------------------ LIDs
