@@ -165,3 +165,31 @@ def test_roce_stays_the_default_and_ignores_the_block():
     assert spec.transport == "roce"
     from aifabric.spec.load import dump_spec
     assert "infiniband" not in dump_spec(spec) and "transport" not in dump_spec(spec)
+
+
+def test_route_follows_the_lfts_and_shows_minhops_fat_tree_polarization():
+    """`aifabric route` on an IB spec: every flow's switch hops are the LFT walk of its
+    destination LID; on the k=8 fat-tree, minhop's round-robin at the leaf and again at the
+    spine sends all LIDs a leaf gives spine i up one core link (75% of the spine-core
+    uplinks idle), a collision pattern of the tables, not of a hash."""
+    from aifabric import api
+    from aifabric.routing.infiniband import fabric_lfts, lft_paths
+    from tests.conftest import ROOT
+
+    res = api.route(ROOT / "examples" / "scenarios" / "fat-tree-infiniband.yaml")
+    r = res.routed
+    f = r.fabric
+    assert r.info["infiniband"] == {"engine": "minhop", "lmc": 0}
+    assert not r.unreachable.any()
+    ptr, nodes = lft_paths(f, r.flows.src_nic, r.flows.dst_nic, r.flows.qp)
+    src, dst, _ = f.arcs
+    t = fabric_lfts(f)
+    for i in range(0, len(r.flows), 997):
+        arcs = r.arcs[r.ptr[i]:r.ptr[i + 1]]
+        hops = [int(dst[a]) for a in arcs if f.is_switch[dst[a]]]
+        assert hops == nodes[ptr[i]:ptr[i + 1]].tolist()
+        # the table walk: each switch's port toward the next is its LFT entry
+        assert len(hops) in (1, 3, 5)
+    up = res.summary["stats"]["tiers"]["spine_core up"]
+    assert up["arcs"] == 128 and up["used"] == 32
+    assert t.lft.shape[0] == int(f.is_switch.sum())

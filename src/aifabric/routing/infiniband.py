@@ -500,3 +500,93 @@ def not_fat_tree(fab: Fabric) -> str:
     if np.any(gap != 1):
         return "a switch link joins tiers that are not adjacent"
     return ""
+
+
+# ------------------------------------------------------------------ flow paths
+
+_CACHE: dict[tuple[int, bytes], Lfts] = {}
+
+
+def fabric_lfts(fab: Fabric, alive: np.ndarray | None = None) -> Lfts:
+    """The tables of the spec's engine and LMC for ``fab`` with only the ``alive`` links
+    (a fresh sweep: OpenSM recomputes after a change; the lab checks the kept-entry
+    re-sweep against a real OpenSM). Cached per fabric and failure set."""
+    ib = fab.spec.infiniband
+    dead = np.flatnonzero(~alive) if alive is not None else np.zeros(0, dtype=np.int64)
+    key = (id(fab), dead.tobytes())
+    hit = _CACHE.get(key)
+    if hit is not None and hit.subnet.fabric is fab:
+        return hit
+    sn = subnet(fab)
+    if len(dead):
+        sn = sn.without(dead)
+    engine = ib.routing_engine if ib.routing_engine != "ftree" else "minhop"
+    t = lfts(sn, engine, lmc=ib.lmc)
+    if len(_CACHE) > 8:
+        _CACHE.clear()
+    _CACHE[key] = t
+    return t
+
+
+def lft_paths(fab: Fabric, src_nic: np.ndarray, dst_nic: np.ndarray, qp: np.ndarray,
+              alive: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The switch path of every flow as the LFTs forward it: ``(ptr, nodes)``, flow ``i``
+    through fabric nodes ``nodes[ptr[i]:ptr[i+1]]`` (its source port's switch ... the
+    destination port's switch). The destination LID is that of the destination NIC's port
+    in the source port's subnet (HCAs do not forward between planes), plus ``qp mod
+    2^lmc`` (each QP of a connection on another LID, i.e. another path). Flows with no
+    route (or not leaving a NIC) get an empty path."""
+    t = fabric_lfts(fab, alive)
+    sn = t.subnet
+    S = sn.n_switches
+    n = len(src_nic)
+    ca_of = np.full(fab.n_nodes, -1, dtype=np.int64)
+    ca_of[sn.ca_node] = np.arange(sn.n_ca_ports)
+    ok = (src_nic >= 0) & (dst_nic >= 0)
+    c = np.where(ok, ca_of[np.maximum(src_nic, 0)], -1)
+    d0 = np.where(ok, ca_of[np.maximum(dst_nic, 0)], -1)
+    ok &= (c >= 0) & (d0 >= 0)
+    ok[ok] &= sn.ca_sw[c[ok]] >= 0
+    # the destination NIC's port in the source's subnet
+    d = d0.copy()
+    comp_of = np.where(sn.ca_sw >= 0, sn.component[np.maximum(sn.ca_sw, 0)], -1)
+    same = ok & (comp_of[np.maximum(d0, 0)] == comp_of[np.maximum(c, 0)])
+    other = np.flatnonzero(ok & ~same)
+    if len(other):
+        hca = sn.ca_hca[d0[other]]
+        # candidate ports of the same HCA: sorted by (hca, port)
+        order = np.lexsort((sn.ca_portnum, sn.ca_hca))
+        first = np.searchsorted(sn.ca_hca[order], hca)
+        found = np.full(len(other), -1, dtype=np.int64)
+        for k in range(int(sn.hca_nports.max(initial=1))):
+            cand = order[np.minimum(first + k, len(order) - 1)]
+            hit = (sn.ca_hca[cand] == hca) & (comp_of[cand] == comp_of[c[other]]) & \
+                (found < 0)
+            found[hit] = cand[hit]
+        d[other] = found
+    ok &= d >= 0
+    lid = np.where(ok, t.ca_lid[np.maximum(d, 0)] + qp.astype(np.int64) % (1 << t.lmc), 0)
+    cur = np.where(ok, sn.ca_sw[np.maximum(c, 0)], -1)
+    steps = [cur.copy()]
+    live = ok.copy()
+    target = np.where(ok, sn.ca_sw[np.maximum(d, 0)], -1)
+    for _ in range(S + 1):
+        going = live & (cur != target)
+        if not going.any():
+            break
+        port = np.full(n, NO_PATH, dtype=np.int64)
+        port[going] = t.lft[cur[going], lid[going]]
+        nxt = np.full(n, -1, dtype=np.int64)
+        valid = going & (port != NO_PATH) & (port > 0)
+        nxt[valid] = sn.peer[cur[valid], port[valid]]
+        live &= ~going | (valid & (nxt >= 0) & (nxt < S))
+        cur = np.where(going & live, nxt, cur)
+        steps.append(np.where(going & live, cur, -1))
+    live &= cur == target
+    path = np.stack(steps, axis=1)  # (n, hops+1), -1 past the end
+    path[~live] = -1
+    length = (path >= 0).sum(axis=1)
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=ptr[1:])
+    nodes = sn.sw_node[path[path >= 0]]
+    return ptr, nodes.astype(np.int64)
