@@ -865,6 +865,30 @@ def _load_build(build: str | Path) -> _Build:
     return _Build(spec_file, build.is_file(), fab, ctx)
 
 
+def check_ibnetdiscover(build: str | Path, discovered: str | Path) -> list[dict[str, str]]:
+    """The pre-flight check of an InfiniBand build: the ``ibnetdiscover`` output in file
+    ``discovered`` against the planned cabling and link speed (ends matched by node
+    description and port number). Each deviation: group, device, field, expected,
+    found."""
+    from aifabric.configs.infiniband import check_discovered
+    from aifabric.routing.infiniband import subnet
+
+    b = _load_build(build)
+    if b.fabric.spec.transport != "infiniband":
+        raise SpecError(Problem("--ibnetdiscover", "the build is not InfiniBand (transport "
+                                "roce); allowed: a build of a spec with transport: infiniband"))
+    path = Path(discovered)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SpecError(Problem("--ibnetdiscover", f"cannot read {path}: "
+                                f"{exc.strerror or exc}")) from None
+    if "Switch" not in text and "Ca" not in text:
+        raise SpecError(Problem("--ibnetdiscover", f"{path} holds no ibnetdiscover output "
+                                "(no Switch or Ca record)"))
+    return check_discovered(subnet(b.fabric), text)
+
+
 def check_template(build: str | Path) -> dict[str, Any]:
     """The planned facts of a build folder (or a spec file) in inventory shape: what
     ``check --template`` writes."""

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from aifabric.configs.infiniband import net_file
+from aifabric.configs.infiniband import node_name as _node
 from aifabric.errors import Problem, SpecError
 from aifabric.lab._system import LabError
 from aifabric.lab.scale import parse_scale, scale_fabric
@@ -61,40 +63,6 @@ def preflight() -> None:
     if missing:
         raise LabError(f"the InfiniBand lab needs {', '.join(missing)}; install them: "
                        f"{INSTALL_HINT}")
-
-
-def net_file(sn: Subnet) -> str:
-    """The subnet as an ibsim net file (the ibnetdiscover format): the twin's node GUIDs
-    (ibsim derives an HCA's port GUIDs as node GUID + port), port numbers and cables.
-    The first node is where the SM attaches: the first switch."""
-    S = sn.n_switches
-    lines = ["# aifabric: the InfiniBand lab's fabric (ibsim net file)", ""]
-    sw_names = [_node(sn.sw_name(s)) for s in range(S)]
-    hca_names = [_node(sn.hca_name(h)) for h in range(len(sn.hca_guid))]
-    for s in range(S):
-        lines.append(f"switchguid=0x{int(sn.sw_guid[s]):x}")
-        lines.append(f'Switch\t{int(sn.nports[s])} "{sw_names[s]}"')
-        for p in range(1, int(sn.nports[s]) + 1):
-            r = int(sn.peer[s, p])
-            if r < 0:
-                continue
-            far = sw_names[r] if r < S else hca_names[int(sn.ca_hca[r - S])]
-            lines.append(f'[{p}]\t"{far}"[{int(sn.peer_port[s, p])}]')
-        lines.append("")
-    for h in range(len(sn.hca_guid)):
-        lines.append(f"caguid=0x{int(sn.hca_guid[h]):x}")
-        lines.append(f'Hca\t{int(sn.hca_nports[h])} "{hca_names[h]}"')
-        for c in np.flatnonzero(sn.ca_hca == h):
-            if sn.ca_sw[c] >= 0:
-                lines.append(f'[{int(sn.ca_portnum[c])}]\t"{sw_names[int(sn.ca_sw[c])]}"'
-                             f'[{int(sn.ca_swport[c])}]')
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _node(name: str) -> str:
-    """A node id for the net file: the fabric's names are already safe (spec Names)."""
-    return re.sub(r'[^A-Za-z0-9._-]', "_", name)
 
 
 @dataclass(eq=False)
@@ -220,8 +188,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
              f"{ib.routing_engine}, LMC {ib.lmc})")
         for k, members in enumerate(subnets):
             state["pids"][f"opensm-{k}"] = _start_opensm(
-                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]),
-                ib.routing_engine, ib.lmc)
+                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]), spec)
             _write_state(lab, state)
         for k in range(len(subnets)):
             _wait_sweep(lab, k, 1, timeout_s)
@@ -241,11 +208,17 @@ def _subnets(sn: Subnet) -> list[np.ndarray]:
     return [np.flatnonzero(sn.component == k) for k in np.unique(sn.component)]
 
 
-def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, engine: str,
-                  lmc: int) -> int:
-    conf = lab / "ib" / f"opensm-{k}.conf"
-    conf.write_text(f"routing_engine {engine}\nlmc {lmc}\nsweep_interval 1\n"
-                    "log_flags 0x03\nforce_log_flush TRUE\n", encoding="utf-8")
+def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec) -> int:
+    """OpenSM on subnet ``k`` with the build's opensm.conf and partitions.conf (OpenSM
+    guesses the up/down roots itself, as the twin does), sweeping every second."""
+    from aifabric.configs.infiniband import opensm_conf, partitions_conf
+
+    ib_dir = lab / "ib"
+    (ib_dir / "partitions.conf").write_text(partitions_conf(spec), encoding="utf-8")
+    conf = ib_dir / f"opensm-{k}.conf"
+    conf.write_text(opensm_conf(spec, root_file=False, sm_dir=str(ib_dir))
+                    + "sweep_interval 1\nlog_flags 0x03\nforce_log_flush TRUE\n",
+                    encoding="utf-8")
     with open(lab / "ib" / f"opensm-{k}.out", "wb") as out:
         proc = subprocess.Popen(["opensm", "-F", str(conf), "-g", f"0x{guid:x}", "-f",
                                  str(lab / "ib" / f"opensm-{k}.log"), "-s", "1"],

@@ -55,6 +55,11 @@ class InfiniBand(StrictModel):
     vl_credits: list[Annotated[int, Field(ge=1, le=1 << 20)]] | None = Field(
         default=None, description="receive buffer of each data VL, in 64-byte credits "
         "(default: the port's buffer split evenly)")
+    vl_weights: list[Annotated[int, Field(ge=0, le=255)]] | None = Field(
+        default=None, description="VL arbitration (low-priority table): the weight of "
+        "each data VL, in 64-byte units per turn (default: 64 each)")
+    nccl_sl: int = Field(default=0, ge=0, le=15, description="the service level NCCL's "
+                         "queue pairs use (NCCL_IB_SL); its VL is sl2vl[nccl_sl]")
     port_buffer_kb: int = Field(default=256, ge=1, le=1 << 20, description="receive "
                                 "buffer of one switch port for its data VLs, KiB")
 
@@ -87,4 +92,12 @@ class InfiniBand(StrictModel):
         if self.vl_credits is not None and len(self.vl_credits) != self.data_vls:
             out.append((("vl_credits",), f"{len(self.vl_credits)} entries; allowed: one "
                         f"per data VL ({self.data_vls})"))
+        if self.vl_weights is not None and len(self.vl_weights) != self.data_vls:
+            out.append((("vl_weights",), f"{len(self.vl_weights)} entries; allowed: one "
+                        f"per data VL ({self.data_vls})"))
         return out
+
+    def weights(self) -> list[int]:
+        """VL arbitration weight of every data VL."""
+        return list(self.vl_weights) if self.vl_weights is not None else \
+            [64] * self.data_vls
