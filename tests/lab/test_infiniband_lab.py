@@ -55,6 +55,12 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, doc, engine,
     pids = list(lab.state["pids"].values())
     try:
         r = ib.test(lab)
+        # the pre-flight check on the live ibnetdiscover: every planned cable is there
+        # (ibsim reports every link at SDR: the speed group is ibsim's, not a miswire)
+        from aifabric.configs.infiniband import check_discovered
+        _, _, discovered = ib.read_lids(lab)
+        assert [d for d in check_discovered(lab.subnet, discovered)
+                if d["group"] == "cabling"] == []
         assert r["entries_compared"] >= r["switches"] * 8 > 0
         assert r["differences"] == 0, r["first_differences"]
         assert r["paths_traced"] > 0 and r["path_differences"] == 0
@@ -64,6 +70,10 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, doc, engine,
         leaf = 0
         port = next(p for p in range(1, sn.nports[leaf] + 1) if 0 <= sn.peer[leaf, p] < S)
         ib.fail(lab, f"{sn.sw_name(leaf)}:{port}")
+        _, _, discovered = ib.read_lids(ib.load(d))
+        missing = [x for x in check_discovered(lab.subnet, discovered)
+                   if x["group"] == "cabling"]
+        assert len(missing) == 1 and missing[0]["found"] == "not cabled as planned"
         r = ib.test(ib.load(d))
         assert r["differences"] == 0 and r["path_differences"] == 0, r["first_differences"]
         ib.fail(ib.load(d), sn.sw_name(S - 1))
