@@ -50,6 +50,8 @@ SPEC = "spec.yaml"
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 INSTALL_HINT = "apt-get install -y opensm ibsim-utils infiniband-diags"
 PROGRAMS = ("ibsim", "opensm", "ibroute", "ibnetdiscover", "ibtracert")
+#: ibsim's table sizes (``MaxNetSwitches``; it prints them when ready): the largest lab
+IBSIM_MAX_SWITCHES = 256
 #: the processes this Python process started, by pid: reaped by ``teardown`` (a lab left
 #: up outlives us; its processes are then stopped by pid from the state file)
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -126,7 +128,7 @@ def is_ib_lab(lab: Path) -> bool:
 def _fabric(spec: Spec, scale_text: str) -> tuple[Fabric, Subnet]:
     from aifabric.routing.infiniband import check_infiniband
 
-    fab = scale_fabric(spec, parse_scale(scale_text))
+    fab = scale_fabric(spec, parse_scale(scale_text), limit=IBSIM_MAX_SWITCHES)
     check_infiniband(fab)
     return fab, subnet(fab)
 

@@ -139,3 +139,62 @@ def _track(rem_node, rem_fwd, rem_cnt, d, node):  # pragma: no cover - compiled
         rem_node[d, j] = node
         rem_fwd[d, j] = 1
         rem_cnt[d] += 1
+
+
+@njit(cache=True)
+def updn_hops(peer, peer_port, nports, rank, ids, members, hops):  # pragma: no cover
+    """OpenSM's updn_bfs_by_node from every switch ``t`` of ``members``: ``hops[t, s, p]``
+    (filled in place, 255 = none) over the legal up/down turns; ``rank``: distance from
+    the roots; ``ids``: node GUIDs (equal ranks: the larger GUID is up)."""
+    S = peer.shape[0]
+    queue = np.empty(S * 256 + 1, dtype=np.int64)
+    direction = np.zeros(S, dtype=np.int64)
+    visited = np.zeros(S, dtype=np.bool_)
+    for m in range(len(members)):
+        t = members[m]
+        h = hops[t]
+        h[t, 0] = 0
+        visited[:] = False
+        direction[t] = 0
+        head = 0
+        tail = 0
+        queue[tail] = t
+        tail += 1
+        while head < tail:
+            u = queue[head]
+            head += 1
+            visited[u] = False
+            cur = direction[u]
+            for p in range(1, nports[u] + 1):
+                r = peer[u, p]
+                if r < 0 or r >= S:
+                    continue
+                ru = rank[u]
+                rr = rank[r]
+                if ru == 0 and rr == 0:
+                    nxt = 0
+                elif ru < rr:
+                    nxt = 1
+                elif ru > rr:
+                    nxt = 0
+                elif ids[u] > ids[r]:
+                    nxt = 0
+                else:
+                    nxt = 1
+                if cur == 1 and nxt == 0:
+                    continue
+                cmh = np.int64(h[u, 0])
+                rp = peer_port[u, p]
+                if cmh + 1 < h[r, rp]:
+                    h[r, rp] = cmh + 1
+                    if h[r, 0] > cmh + 1:
+                        h[r, 0] = cmh + 1
+                    if not visited[r]:
+                        direction[r] = nxt
+                        visited[r] = True
+                        if tail >= len(queue):  # grow (never on a sane fabric)
+                            bigger = np.empty(2 * len(queue), dtype=np.int64)
+                            bigger[:tail] = queue[:tail]
+                            queue = bigger
+                        queue[tail] = r
+                        tail += 1

@@ -245,8 +245,8 @@ def _minhop_hops(sn: Subnet, members: np.ndarray) -> np.ndarray:
     adj = csr_matrix((np.ones(len(src)), (src, live[src, port])), shape=(S, S))
     dist = shortest_path(adj, unweighted=True, directed=True, indices=None) \
         if S else np.zeros((0, 0))
-    dist = np.where(np.isfinite(dist), dist, NO_PATH).astype(np.int64)  # dist[s, t]
-    hops = np.full((S, S, P), NO_PATH, dtype=np.int64)
+    dist = np.where(np.isfinite(dist), dist, NO_PATH).astype(np.int16)  # dist[s, t]
+    hops = np.full((S, S, P), NO_PATH, dtype=np.int16)
     ss, pp = np.nonzero(live >= 0)
     # hops[t, s, p] = dist[peer(s, p), t] + 1
     hops[:, ss, pp] = np.minimum(dist[live[ss, pp], :].T + 1, NO_PATH)
@@ -264,12 +264,15 @@ def _updn_roots(sn: Subnet, minhop: np.ndarray, members: np.ndarray) -> np.ndarr
     cas = np.bincount(attached, minlength=S)
     n = int(cas.sum())
     thd1, thd2 = n * 0.9, n * 0.05
+    mem = np.asarray(members, dtype=np.int64)
+    least = minhop[:, mem, 0].astype(np.int64).T  # (members, destination switch)
+    ok = (cas[None, :] > 0) & (least < 64)
+    hist = np.zeros((len(mem), 64))
+    rows = np.broadcast_to(np.arange(len(mem))[:, None], least.shape)
+    np.add.at(hist, (rows[ok], least[ok]), np.broadcast_to(cas[None, :], least.shape)[ok])
+    one = ((hist > thd1).sum(axis=1) == 1) & ((hist > thd2).sum(axis=1) == 1)
     roots = np.zeros(S, dtype=bool)
-    for s in members:
-        least = minhop[:, s, 0].astype(np.int64)  # least hops from s to each switch
-        ok = (cas > 0) & (least < 64)
-        hist = np.bincount(least[ok], weights=cas[ok], minlength=64)
-        roots[s] = int((hist > thd1).sum()) == 1 and int((hist > thd2).sum()) == 1
+    roots[mem[one]] = True
     return roots
 
 
@@ -279,59 +282,20 @@ def _updn_hops(sn: Subnet, roots: np.ndarray, members: np.ndarray) -> np.ndarray
     S, P = sn.peer.shape
     peer = sn.peer
     nports = sn.nports
-    big = 1 << 30
-    rank = np.where(roots, 0, big).astype(np.int64)
-    queue = list(np.flatnonzero(roots))
-    head = 0
-    while head < len(queue):  # ranks: breadth-first from the roots
-        u = queue[head]
-        head += 1
-        for p in range(1, nports[u] + 1):
-            r = peer[u, p]
-            if 0 <= r < S and rank[r] > rank[u] + 1:
-                rank[r] = rank[u] + 1
-                queue.append(r)
-    ids = sn.sw_guid.astype(np.uint64)
-    hops = np.full((S, S, P), NO_PATH, dtype=np.int64)
-    up, down = 0, 1
-    for t in members:
-        h = hops[t]
-        h[t, 0] = 0
-        direction = np.zeros(S, dtype=np.int64)
-        visited = np.zeros(S, dtype=bool)
-        direction[t] = up
-        queue = [t]
-        head = 0
-        while head < len(queue):
-            u = queue[head]
-            head += 1
-            visited[u] = False
-            cur = direction[u]
-            for p in range(1, nports[u] + 1):
-                r = peer[u, p]
-                if not 0 <= r < S:
-                    continue
-                ru, rr = rank[u], rank[r]
-                if ru == 0 and rr == 0:
-                    nxt = up
-                elif ru < rr:
-                    nxt = down
-                elif ru > rr:
-                    nxt = up
-                else:
-                    nxt = up if ids[u] > ids[r] else down
-                if cur == down and nxt == up:
-                    continue
-                cmh = h[u, 0]
-                rp = sn.peer_port[u, p]
-                if cmh + 1 < h[r, rp]:
-                    h[r, rp] = cmh + 1
-                    if h[r, 0] > cmh + 1:
-                        h[r, 0] = cmh + 1
-                    if not visited[r]:
-                        direction[r] = nxt
-                        visited[r] = True
-                        queue.append(r)
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    # ranks: the distance from the nearest root (OpenSM's breadth-first updn_subn_rank)
+    src, port = np.nonzero((peer >= 0) & (peer < S))
+    adj = csr_matrix((np.ones(len(src)), (src, peer[src, port])), shape=(S, S))
+    d = shortest_path(adj, unweighted=True, indices=np.flatnonzero(roots))
+    d = d.min(axis=0) if len(d) else np.full(S, np.inf)
+    rank = np.where(np.isfinite(d), d, 1 << 30).astype(np.int64)
+    from aifabric.routing._ib_kernel import updn_hops
+
+    hops = np.full((S, S, P), NO_PATH, dtype=np.int16)
+    updn_hops(peer, sn.peer_port, nports, rank, sn.sw_guid.astype(np.uint64),
+              np.asarray(members, dtype=np.int64), hops)
     return np.minimum(hops, NO_PATH).astype(np.uint8)
 
 
@@ -366,16 +330,15 @@ def _order(sn: Subnet, members: np.ndarray, sw_lid: np.ndarray, ca_lid: np.ndarr
     sw_order = msw[np.argsort(_bswap(sn.sw_guid[msw]), kind="stable")]
     endlinks = (sn.peer[sw_order] >= S).sum(axis=1)
     by_load = sw_order[np.argsort(-endlinks, kind="stable")]
-    kinds: list[int] = []
-    idx: list[int] = []
+    # each switch's end ports by port number, switches in that order; an HCA port once
+    far = sn.peer[by_load, 1:].ravel()
+    far = far[far >= S] - S
+    _, first = np.unique(far, return_index=True)
+    ca_first = far[np.sort(first)]
     taken = np.zeros(sn.n_ca_ports, dtype=bool)
-    for s in by_load:
-        for p in range(1, int(sn.nports[s]) + 1):
-            r = int(sn.peer[s, p])
-            if r >= S and not taken[r - S]:
-                taken[r - S] = True
-                kinds.append(1)
-                idx.append(r - S)
+    taken[ca_first] = True
+    kinds = [1] * len(ca_first)
+    idx = ca_first.tolist()
     # then the port GUID table: switch port 0s and unattached HCA ports of the subnet
     rest_ca = np.flatnonzero(~taken & np.isin(sn.ca_sw, msw) & (ca_lid > 0))
     guids = np.concatenate([sn.sw_guid[msw], sn.ca_guid[rest_ca]])
