@@ -4,6 +4,8 @@ written). The tables' equality with a real OpenSM is tests/lab/test_infiniband_l
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import yaml
@@ -45,8 +47,8 @@ def test_every_lid_reaches_its_port_on_a_least_hop_path(doc, engine):
     sn = subnet(fab)
     lmc = doc.get("infiniband", {}).get("lmc", 0)
     t = lfts(sn, engine, lmc=lmc)
-    from scipy.sparse.csgraph import shortest_path
     from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
     S = sn.n_switches
     s_, p_ = np.nonzero((sn.peer >= 0) & (sn.peer < S))
     dist = shortest_path(csr_matrix((np.ones(len(s_)), (s_, sn.peer[s_, p_])),
@@ -73,8 +75,8 @@ def test_updn_paths_never_turn_down_then_up():
     assert t.roots is not None and t.roots.sum() > 0
     core = fab.nodes.tier[sn.sw_node] == fab.nodes.tier[sn.sw_node].max()
     assert np.array_equal(t.roots, core)  # OpenSM's histogram rule finds the cores
-    from scipy.sparse.csgraph import shortest_path
     from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
     S = sn.n_switches
     s_, p_ = np.nonzero((sn.peer >= 0) & (sn.peer < S))
     d = shortest_path(csr_matrix((np.ones(len(s_)), (s_, sn.peer[s_, p_])), shape=(S, S)),
@@ -83,8 +85,8 @@ def test_updn_paths_never_turn_down_then_up():
     for _, _, hops in _walks(t):
         r = [rank[s] for s, _ in hops]
         turn = int(np.argmin(r))
-        assert all(a > b for a, b in zip(r[:turn], r[1:turn + 1]))
-        assert all(a < b for a, b in zip(r[turn:], r[turn + 1:]))
+        assert all(a > b for a, b in itertools.pairwise(r[:turn + 1]))
+        assert all(a < b for a, b in itertools.pairwise(r[turn:]))
 
 
 def test_minhop_spreads_destinations_evenly_over_a_leafs_up_ports():
@@ -182,7 +184,7 @@ def test_route_follows_the_lfts_and_shows_minhops_fat_tree_polarization():
     assert r.info["infiniband"] == {"engine": "minhop", "lmc": 0}
     assert not r.unreachable.any()
     ptr, nodes = lft_paths(f, r.flows.src_nic, r.flows.dst_nic, r.flows.qp)
-    src, dst, _ = f.arcs
+    _, dst, _ = f.arcs
     t = fabric_lfts(f)
     for i in range(0, len(r.flows), 997):
         arcs = r.arcs[r.ptr[i]:r.ptr[i + 1]]

@@ -42,8 +42,20 @@ from aifabric.routing.infiniband import NO_PATH, Lfts, Subnet, lfts, subnet
 from aifabric.spec import Spec, dump_spec, load_spec
 from aifabric.topology import Fabric
 
-__all__ = ["IbLab", "compare", "down", "fail", "is_ib_lab", "load", "net_file", "read_lids",
-           "read_lfts", "test", "tracert", "up"]
+__all__ = [
+    "IbLab",
+    "compare",
+    "down",
+    "fail",
+    "is_ib_lab",
+    "load",
+    "net_file",
+    "read_lfts",
+    "read_lids",
+    "test",
+    "tracert",
+    "up",
+]
 
 STATE = "state.json"
 SPEC = "spec.yaml"

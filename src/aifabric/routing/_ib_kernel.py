@@ -175,9 +175,7 @@ def updn_hops(peer, peer_port, nports, rank, ids, members, hops):  # pragma: no 
                     nxt = 0
                 elif ru < rr:
                     nxt = 1
-                elif ru > rr:
-                    nxt = 0
-                elif ids[u] > ids[r]:
+                elif ru > rr or ids[u] > ids[r]:
                     nxt = 0
                 else:
                     nxt = 1

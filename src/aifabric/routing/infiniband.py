@@ -363,7 +363,7 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     d_sw, d_ca = default_lids(sn, lmc)
     sw_lid = d_sw if sw_lid is None else np.asarray(sw_lid, dtype=np.int64)
     ca_lid = d_ca if ca_lid is None else np.asarray(ca_lid, dtype=np.int64)
-    S, P = sn.peer.shape
+    S = sn.peer.shape[0]
     max_lid = int(max(sw_lid.max(initial=0), ca_lid.max(initial=0) + (1 << lmc) - 1))
     lft = np.full((S, max_lid + 1), NO_PATH, dtype=np.uint8)
     roots_all = np.zeros(S, dtype=bool)

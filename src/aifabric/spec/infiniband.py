@@ -20,7 +20,7 @@ from pydantic import Field
 
 from aifabric.spec.base import StrictModel
 
-__all__ = ["IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "InfiniBand", "IbEngine", "IbSpeed"]
+__all__ = ["IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "IbEngine", "IbSpeed", "InfiniBand"]
 
 #: data rate of one 4x port of each generation, Gbit/s (IBTA: HDR 50G, NDR 100G, XDR
 #: 200G per lane, 4 lanes)
