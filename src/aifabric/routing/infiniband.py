@@ -367,28 +367,54 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     max_lid = int(max(sw_lid.max(initial=0), ca_lid.max(initial=0) + (1 << lmc) - 1))
     lft = np.full((S, max_lid + 1), NO_PATH, dtype=np.uint8)
     roots_all = np.zeros(S, dtype=bool)
-    hops_minhop = _minhop_hops(sn, np.arange(S))
     fallback: list[int] = []
-    for comp in np.unique(sn.component):
+    for comp in np.unique(sn.component):  # each subnet on its own (local indices)
         members = np.flatnonzero(sn.component == comp)
+        sub = _restrict(sn, members)
+        m = len(members)
+        every = np.arange(m)
+        hops = _minhop_hops(sub, every)
         if engine == "updn":
-            roots = _updn_roots(sn, hops_minhop, members)
+            roots = _updn_roots(sub, hops, every)
             if roots.any():
-                roots_all |= roots
-                hops = _updn_hops(sn, roots, members)
+                roots_all[members[roots]] = True
+                hops = _updn_hops(sub, roots, every)
             else:  # OpenSM: the engine failed, the default (minhop) routes the subnet
                 fallback.append(int(comp))
-                hops = hops_minhop
-        else:
-            hops = hops_minhop
-        kinds, idx = _order(sn, members, sw_lid, ca_lid)
-        peer_node = np.where(sn.peer >= S, S + sn.ca_hca[np.maximum(sn.peer - S, 0)],
-                             sn.peer)
-        _select(members, kinds, idx, peer_node, sn.nports, hops, sw_lid, ca_lid, sn.ca_sw,
-                sn.ca_swport, lmc, S, lft, existing)
+        kinds, idx = _order(sub, every, sw_lid[members], ca_lid)
+        peer_node = np.where(sub.peer >= m, m + sub.ca_hca[np.maximum(sub.peer - m, 0)],
+                             sub.peer)
+        part = np.full((m, max_lid + 1), NO_PATH, dtype=np.uint8)
+        old = None if existing is None else np.ascontiguousarray(existing[members])
+        _select(every, kinds, idx, peer_node, sub.nports, hops, sw_lid[members], ca_lid,
+                sub.ca_sw, sub.ca_swport, lmc, m, part, old)
+        lft[members] = part
     return Lfts(subnet=sn, engine=engine, lmc=lmc, sw_lid=sw_lid, ca_lid=ca_lid, lft=lft,
                 roots=roots_all if engine == "updn" else None,
                 info={"minhop_fallback_subnets": fallback})
+
+
+def _restrict(sn: Subnet, members: np.ndarray) -> Subnet:
+    """The subnet of switches ``members`` with local switch indices 0..m-1 (HCA ports
+    keep theirs; one cabled to another subnet's switch is unattached here)."""
+    S = sn.n_switches
+    m = len(members)
+    loc = np.full(S, -1, dtype=np.int64)
+    loc[members] = np.arange(m)
+    peer = sn.peer[members]
+    sw_peer = (peer >= 0) & (peer < S)
+    peer = np.where(peer >= S, peer - S + m,
+                    np.where(sw_peer, loc[np.where(sw_peer, peer, 0)], -1))
+    inside = (sn.ca_sw >= 0) & (loc[np.maximum(sn.ca_sw, 0)] >= 0)
+    out = Subnet(fabric=sn.fabric, sw_node=sn.sw_node[members], sw_guid=sn.sw_guid[members],
+                 nports=sn.nports[members], peer=peer, peer_port=sn.peer_port[members],
+                 port_link=sn.port_link[members], ca_node=sn.ca_node, ca_hca=sn.ca_hca,
+                 ca_portnum=sn.ca_portnum, hca_guid=sn.hca_guid, hca_nports=sn.hca_nports,
+                 ca_sw=np.where(inside, loc[np.maximum(sn.ca_sw, 0)], -1),
+                 ca_swport=np.where(inside, sn.ca_swport, -1),
+                 component=np.zeros(m, dtype=np.int64))
+    out.ca_link = np.where(inside, sn.ca_link, -1) if len(sn.ca_link) else sn.ca_link
+    return out
 
 
 def _select(members, kinds, idx, peer, nports, hops, sw_lid, ca_lid, ca_sw, ca_swport,
