@@ -24,7 +24,9 @@ def _mib(x: float) -> str:
 def _render(rep: dict[str, Any]) -> None:
     s, pol = rep["stats"], rep["policy"]
     ib = s.get("infiniband")
-    how = (f"InfiniBand: OpenSM's {ib['engine']} forwarding tables (LMC {ib['lmc']})"
+    how = ("InfiniBand: adaptive routing over the least-hop ports" if ib and
+           ib.get("adaptive_routing") else
+           f"InfiniBand: OpenSM's {ib['engine']} forwarding tables (LMC {ib['lmc']})"
            if ib else f"policy {pol['policy']} ({pol['hash']}, seed {pol['seed']} "
            f"{pol['seed_mode']}, {pol['selection']})")
     console.print(styled((rep["scenario"], "bold"),

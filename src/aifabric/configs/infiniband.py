@@ -150,6 +150,7 @@ def nccl_env_ib(ctx: Any, sn: Subnet, host: int) -> str:
         "NCCL_IB_HCA=" + sh("=" + ",".join(ports)),
         f"NCCL_IB_SL={num(spec.infiniband.nccl_sl)}",
         "NCCL_IB_PKEY=0",
+        f"NCCL_IB_ADAPTIVE_ROUTING={1 if spec.infiniband.adaptive_routing else 0}",
         f"NCCL_IB_QPS_PER_CONNECTION={num(spec.routing.qps_per_connection)}",
         f"NCCL_TOPO_FILE={TOPO_PATH}",
     ]

@@ -138,6 +138,10 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     f = fabric
     pol = policy or f.spec.routing
     del seed
+    ib_ar = pinned is None and getattr(f.spec, "transport", "roce") == "infiniband" and \
+        f.spec.infiniband.adaptive_routing
+    if ib_ar:  # InfiniBand AR (routing/infiniband.py): a fluid split over least-hop paths
+        pol = pol.model_copy(update={"policy": "spray"})
     alive = live_links(f, failures)
     fib = Fib(f, alive)
     hs = fib.hs
@@ -150,7 +154,8 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     src_nic, moved, lv = _sending_ports(f, fib, flows, sh, dh, np.flatnonzero(net),
                                         unreachable)
     out_flows = flows.replace(src_nic=src_nic)
-    ib = pinned is None and getattr(f.spec, "transport", "roce") == "infiniband"
+    ib = pinned is None and getattr(f.spec, "transport", "roce") == "infiniband" and \
+        not ib_ar
     if ib:  # InfiniBand: each flow follows the subnet manager's LFTs (routing/infiniband)
         from aifabric.routing.infiniband import lft_paths
 
@@ -179,9 +184,10 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     unreachable[ni[~delivered[ni]]] = True
     ptr, arcs, frac = _drop_unreachable(*pb.build(), unreachable, alive)
     out_flows = out_flows.replace(dst_nic=dst_nic)
-    if ib:
+    if ib or ib_ar:
         ibs = f.spec.infiniband
-        info["infiniband"] = {"engine": ibs.routing_engine, "lmc": ibs.lmc}
+        info["infiniband"] = {"engine": ibs.routing_engine, "lmc": ibs.lmc,
+                              "adaptive_routing": ibs.adaptive_routing}
     return Routed(f, pol, out_flows, ptr, arcs, frac, unreachable, moved, alive, info)
 
 

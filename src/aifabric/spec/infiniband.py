@@ -45,6 +45,10 @@ class InfiniBand(StrictModel):
                            "per 4x port), ndr (400), xdr (800); hosts.port_gbps must match")
     routing_engine: IbEngine = Field(default="minhop", description="OpenSM's unicast "
                                      "routing engine (OpenSM's default is minhop)")
+    adaptive_routing: bool = Field(default=False, description="adaptive routing as "
+                                   "NVIDIA Quantum switches do it (AR group = the ports "
+                                   "with least hops to the destination; flow level: a "
+                                   "flow split evenly over its least-hop paths)")
     lmc: int = Field(default=0, ge=0, le=7, description="LID mask control: 2^lmc LIDs "
                      "(paths) per port")
     data_vls: int = Field(default=8, ge=1, le=MAX_DATA_VLS,
