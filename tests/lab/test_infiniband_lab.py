@@ -46,8 +46,13 @@ HPN = {"name": "ibhpn", "transport": "infiniband",
     (HPN, "minhop", 2, "medium"),
     (HPN, "updn", 1, "medium"),
 ], ids=["fat_tree-minhop", "fat_tree-updn", "hpn-minhop-lmc2", "hpn-updn-lmc1"])
-def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, doc, engine, lmc, scale):
+def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, monkeypatch, doc, engine,
+                                                         lmc, scale):
     from aifabric.lab import infiniband as ib
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)  # umad2sim writes a sysfs copy into its cwd: never here
 
     spec = _spec(tmp_path, {**doc, "infiniband": {"routing_engine": engine, "lmc": lmc}})
     d = tmp_path / "lab"
@@ -86,6 +91,7 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, doc, engine,
         assert not Path(f"/proc/{p}").exists() or \
             Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     assert not d.exists()
+    assert list(work.iterdir()) == []
 
 
 def test_the_cli_runs_the_lab(tmp_path, cli):

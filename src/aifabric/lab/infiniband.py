@@ -190,7 +190,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         with open(lab / "ib" / "ibsim.log", "wb") as log:
             sim = subprocess.Popen(["ibsim", "-s", str(lab / "ib" / "net")], stdin=fifo,
                                    stdout=log, stderr=subprocess.STDOUT, env=sim_env,
-                                   start_new_session=True)
+                                   start_new_session=True, cwd=lab / "ib")
         os.close(fifo)
         _CHILDREN[sim.pid] = sim
         state["pids"]["ibsim"] = sim.pid
@@ -237,7 +237,8 @@ def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec)
         proc = subprocess.Popen(["opensm", "-F", str(conf), "-g", f"0x{guid:x}", "-f",
                                  str(lab / "ib" / f"opensm-{k}.log"), "-s", "1"],
                                 stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                cwd=ib_dir)  # umad2sim writes its sysfs copy here
     _CHILDREN[proc.pid] = proc
     return proc.pid
 
@@ -344,7 +345,7 @@ def _diag(lab: IbLab, cmd: list[str], attach: int = 0, timeout: float = 60) -> s
     """Run a diagnostic (infiniband-diags) on the subnet of switch ``attach``."""
     env = _env(lab.dir, lab.subnet, attach)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                          check=False)
+                          check=False, cwd=lab.dir / "ib")  # umad2sim's sysfs copy: here
     if proc.returncode != 0:
         err = (proc.stderr or proc.stdout).strip().splitlines()
         raise LabError(f"`{' '.join(cmd)}` failed: {err[-1] if err else proc.returncode}")

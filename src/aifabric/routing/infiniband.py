@@ -47,8 +47,6 @@ MAX_PORTS = 254
 #: node GUIDs the twin gives the subnet (Mellanox's OUI 0x0002c9): switches, then HCAs
 SWITCH_GUID_BASE = 0x0002C90300000000
 HCA_GUID_BASE = 0x0002C90400000000
-#: ENGINES the twin computes
-ENGINES = ("minhop", "updn", "ftree")
 
 
 def _bswap(x: np.ndarray) -> np.ndarray:
