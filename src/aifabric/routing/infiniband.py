@@ -314,9 +314,10 @@ class Lfts:
     info: dict[str, Any] = field(default_factory=dict)
 
     def destinations(self) -> np.ndarray:
-        """Every destination LID of the subnet (switch LIDs, and each HCA port's 2^lmc)."""
+        """Every destination LID (switch LIDs, and each HCA port's 2^lmc), once: the
+        subnets of a multi-plane fabric number their LIDs each from 1."""
         ca = (self.ca_lid[:, None] + np.arange(1 << self.lmc)[None, :]).ravel()
-        return np.sort(np.concatenate([self.sw_lid, ca[ca > 0]]))
+        return np.unique(np.concatenate([self.sw_lid, ca[ca > 0]]))
 
 
 def _order(sn: Subnet, members: np.ndarray, sw_lid: np.ndarray, ca_lid: np.ndarray
