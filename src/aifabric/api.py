@@ -159,7 +159,12 @@ def build_fabric(spec: Spec | str | Path, *, file: str | Path | None = None) -> 
         spec = load_spec(spec)
     try:
         check_fabric(spec)
-        return _build_fabric(spec)
+        fab = _build_fabric(spec)
+        if spec.transport == "infiniband":
+            from aifabric.routing.infiniband import check_infiniband
+
+            check_infiniband(fab)
+        return fab
     except SpecError as err:
         raise err.with_file(str(file)) if file else err from None
 
@@ -858,6 +863,30 @@ def _load_build(build: str | Path) -> _Build:
     except SpecError as err:
         raise err.with_file(str(spec_file)) from None
     return _Build(spec_file, build.is_file(), fab, ctx)
+
+
+def check_ibnetdiscover(build: str | Path, discovered: str | Path) -> list[dict[str, str]]:
+    """The pre-flight check of an InfiniBand build: the ``ibnetdiscover`` output in file
+    ``discovered`` against the planned cabling and link speed (ends matched by node
+    description and port number). Each deviation: group, device, field, expected,
+    found."""
+    from aifabric.configs.infiniband import check_discovered
+    from aifabric.routing.infiniband import subnet
+
+    b = _load_build(build)
+    if b.fabric.spec.transport != "infiniband":
+        raise SpecError(Problem("--ibnetdiscover", "the build is not InfiniBand (transport "
+                                "roce); allowed: a build of a spec with transport: infiniband"))
+    path = Path(discovered)
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise SpecError(Problem("--ibnetdiscover", f"cannot read {path}: "
+                                f"{exc.strerror or exc}")) from None
+    if "Switch" not in text and "Ca" not in text:
+        raise SpecError(Problem("--ibnetdiscover", f"{path} holds no ibnetdiscover output "
+                                "(no Switch or Ca record)"))
+    return check_discovered(subnet(b.fabric), text)
 
 
 def check_template(build: str | Path) -> dict[str, Any]:

@@ -72,6 +72,17 @@ def build_cmd(
                           soft_wrap=True)
         raise typer.Exit(1)
     console.print(f"wrote {out}/: {res.files:,} files in {dt:.1f} s")
+    if (Path(out) / "subnet-manager").is_dir():  # an InfiniBand build
+        console.print("  subnet-manager/ opensm.conf (engine, LMC, QoS SL2VL and VL "
+                      "arbitration)   partitions.conf   topology.net"
+                      + ("   root-guids.conf" if (Path(out) / "subnet-manager" /
+                                                  "root-guids.conf").is_file() else ""),
+                      markup=False)
+        console.print(f"  hosts/     {res.hosts:,} hosts: nccl-topo.xml, nccl.env "
+                      "(InfiniBand)", markup=False)
+        console.print(f"  ib-cabling.csv {res.cables:,} cables   addressing.csv   bom.csv   "
+                      "spec.yaml", markup=False)
+        return
     console.print(f"  switches/  {res.switches:,} switches: config_db.json, frr.conf"
                   + (" (+ lacp.json on HPN ToRs)" if res.family == "hpn" else ""))
     console.print(f"  hosts/     {res.hosts:,} hosts: nic-setup.sh, nccl-topo.xml, nccl.env")

@@ -40,9 +40,35 @@ def check_cmd(
     template: Path | None = typer.Option(None, "--template", metavar="FILE",
                                          help="write the planned facts "
                                          "(inventory shape; .json or .yaml) and exit"),
+    ibnetdiscover: Path | None = typer.Option(None, "--ibnetdiscover", metavar="FILE",
+                                              help="InfiniBand: the output of "
+                                              "`ibnetdiscover` to check against the plan's "
+                                              "cabling and link speed"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Compare collected facts with the plan; exit 1 when anything deviates."""
+    if ibnetdiscover is not None:
+        found = api.check_ibnetdiscover(build_dir, ibnetdiscover)
+        if as_json:
+            console.print_json(json.dumps(found))
+        else:
+            groups_ib: dict[str, list] = defaultdict(list)
+            for d in found:
+                groups_ib[d["group"]].append(d)
+            for g in sorted(groups_ib):
+                t = Table(title=f"{g}: {len(groups_ib[g])} deviation(s)",
+                          title_justify="left")
+                for col in ("device", "field", "expected", "found"):
+                    t.add_column(col, overflow="fold")
+                for d in groups_ib[g][:200]:
+                    t.add_row(d["device"], d["field"], d["expected"], d["found"])
+                console.print(t)
+            console.print(f"{len(found)} deviation(s) from the planned InfiniBand "
+                          "topology" if found else "no deviations: every planned cable "
+                          "found, at the planned speed", markup=False)
+        if found:
+            raise typer.Exit(1)
+        return
     if template is not None:  # a bad --template fails before any work
         from aifabric.outputs import check_target
 

@@ -88,8 +88,16 @@ def up_cmd(
                              "Ansible inventory that reaches them (DIR/build/ansible)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
-    """Build the scaled-down copy and start FRR in every switch."""
+    """Build the scaled-down copy and start FRR in every switch (InfiniBand specs: ibsim
+    with OpenSM on it)."""
     import time
+
+    from aifabric.cli import _lab_ib
+
+    if _lab_ib.wants_ib(spec):
+        with console.status("starting the InfiniBand lab") as status:
+            _lab_ib.up(spec, scale, lab_dir, status)
+        return
 
     from aifabric.lab import up
     from aifabric.telemetry.monitoring import render_monitoring
@@ -123,6 +131,10 @@ def up_cmd(
 @_lab_errors
 def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     """Show what is up: switches, daemons, namespaces, failures."""
+    from aifabric.cli import _lab_ib
+
+    if _lab_ib.is_ib(lab_dir):
+        return _lab_ib.status(lab_dir)
     from aifabric.lab import lab_namespaces, load_lab
     from aifabric.lab.daemons import alive, daemon_pids
 
@@ -159,7 +171,12 @@ def test_cmd(
                                   help="seconds to wait for sessions and "
                                   "routes to settle"),
 ) -> None:
-    """Check BGP sessions, kernel ECMP groups vs the model, reachability and hops."""
+    """Check BGP sessions, kernel ECMP groups vs the model, reachability and hops
+    (InfiniBand: every switch's LFT vs the twin's)."""
+    from aifabric.cli import _lab_ib
+
+    if _lab_ib.is_ib(lab_dir):
+        return _lab_ib.test(lab_dir)
     from aifabric.lab import check_lab, load_lab, preflight
 
     lab = load_lab(lab_dir)
@@ -221,7 +238,12 @@ def fail_cmd(
     timeout: float = typer.Option(30.0, "--timeout", metavar="SECONDS",
                                   help="seconds to wait for convergence"),
 ) -> None:
-    """Take a switch or a link down; measure convergence; show the routes that moved."""
+    """Take a switch or a link down; measure convergence; show the routes that moved
+    (InfiniBand: SWITCH or SWITCH:PORT unlinked in ibsim, OpenSM re-sweeps)."""
+    from aifabric.cli import _lab_ib
+
+    if _lab_ib.is_ib(lab_dir):
+        return _lab_ib.fail(target, lab_dir)
     from aifabric.lab import fail, load_lab, preflight
 
     lab = load_lab(lab_dir)
@@ -279,6 +301,10 @@ def down_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     from aifabric.lab import default_dir, down
 
     d = Path(lab_dir or default_dir()).absolute()
+    from aifabric.cli import _lab_ib
+
+    if _lab_ib.is_ib(d):
+        return _lab_ib.down(d)
     if not _lab_present(d):
         console.print(f"lab down: no lab is up in {d}; nothing to take down", markup=False)
         return

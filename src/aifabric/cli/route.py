@@ -23,10 +23,14 @@ def _mib(x: float) -> str:
 
 def _render(rep: dict[str, Any]) -> None:
     s, pol = rep["stats"], rep["policy"]
+    ib = s.get("infiniband")
+    how = ("InfiniBand: adaptive routing over the least-hop ports" if ib and
+           ib.get("adaptive_routing") else
+           f"InfiniBand: OpenSM's {ib['engine']} forwarding tables (LMC {ib['lmc']})"
+           if ib else f"policy {pol['policy']} ({pol['hash']}, seed {pol['seed']} "
+           f"{pol['seed_mode']}, {pol['selection']})")
     console.print(styled((rep["scenario"], "bold"),
-                         f" — fabric {rep['fabric']} ({rep['family']}), "
-                         f"policy {pol['policy']} ({pol['hash']}, seed {pol['seed']} "
-                         f"{pol['seed_mode']}, {pol['selection']}), "
+                         f" — fabric {rep['fabric']} ({rep['family']}), {how}, "
                          f"{pol['qps_per_connection']} QP(s) per connection by default"))
     console.print(f"  flows {s['flows']:,} ({s['connections']:,} connections, "
                   f"{s['bytes'] / 2**30:,.2f} GiB)   network {s['network_flows']:,}   "

@@ -100,6 +100,15 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
     sw = ctx.switches
     spec_text = dump_spec(f.spec)
     yield SPEC_FILE, spec_text
+    if getattr(f.spec, "transport", "roce") == "infiniband":  # no Ethernet switch configs
+        from aifabric.configs.infiniband import render_infiniband
+
+        yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
+        yield "bom.csv", bom_csv(ctx.plan, ctx.ends)
+        yield from render_infiniband(ctx)
+        if progress:  # (the monitoring extras watch SONiC switches: not written here)
+            progress(n_files(f))
+        return
     yield "LLD.md", render_lld(ctx.plan, ctx.ends)
     yield "cabling.csv", cabling_csv(ctx.plan, ctx.ends)
     yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)

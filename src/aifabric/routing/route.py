@@ -138,6 +138,10 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     f = fabric
     pol = policy or f.spec.routing
     del seed
+    ib_ar = pinned is None and getattr(f.spec, "transport", "roce") == "infiniband" and \
+        f.spec.infiniband.adaptive_routing
+    if ib_ar:  # InfiniBand AR (routing/infiniband.py): a fluid split over least-hop paths
+        pol = pol.model_copy(update={"policy": "spray"})
     alive = live_links(f, failures)
     fib = Fib(f, alive)
     hs = fib.hs
@@ -150,6 +154,12 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     src_nic, moved, lv = _sending_ports(f, fib, flows, sh, dh, np.flatnonzero(net),
                                         unreachable)
     out_flows = flows.replace(src_nic=src_nic)
+    ib = pinned is None and getattr(f.spec, "transport", "roce") == "infiniband" and \
+        not ib_ar
+    if ib:  # InfiniBand: each flow follows the subnet manager's LFTs (routing/infiniband)
+        from aifabric.routing.infiniband import lft_paths
+
+        pinned = lft_paths(f, src_nic, flows.dst_nic, flows.qp, alive)
     keys = key_bytes(out_flows.hash_columns(), pol.hash_fields)
     hasher = SwitchHasher.build(keys, pol.hash, pol.seed, pol.seed_mode, f.n_nodes)
     info: dict[str, Any] = {}
@@ -163,17 +173,21 @@ def route(fabric: Fabric, flows: FlowSet, policy: Routing | None = None, *,
     _add_host_arcs(f, pb, src, dst, net, ni, via, hs)
     dst_nic = flows.dst_nic.copy()
     max_hops = 2 * int(fib.tier.max() if len(fib.tier) else 1) + 2
-    if pol.policy == "spray":
+    if pol.policy == "spray" and not ib:
         delivered = _spray(fib, pb, n, lv, sh[ni], dst[ni], dst_nic, max_hops)
     else:
         pcie = hs.pcie_link(via, src_nic[ni], f.n_nodes)
         pb.add(ni, 2 * pcie)
         pb.add(ni, 2 * hs.access_link[src_nic[ni]])
         delivered = _walk(fib, pb, pol, hasher, out_flows, ni, tor0, cls, dnn, dst_nic,
-                          max_hops, pinned if pol.policy == "pinned" else None)
+                          max_hops, pinned if pol.policy == "pinned" or ib else None)
     unreachable[ni[~delivered[ni]]] = True
     ptr, arcs, frac = _drop_unreachable(*pb.build(), unreachable, alive)
     out_flows = out_flows.replace(dst_nic=dst_nic)
+    if ib or ib_ar:
+        ibs = f.spec.infiniband
+        info["infiniband"] = {"engine": ibs.routing_engine, "lmc": ibs.lmc,
+                              "adaptive_routing": ibs.adaptive_routing}
     return Routed(f, pol, out_flows, ptr, arcs, frac, unreachable, moved, alive, info)
 
 

@@ -417,7 +417,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                        n_groups=len(gnames), progress=progress)
     res = build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
                        iterations=wl.iterations,
-                       extra={"routing": {"policy": routing.policy,
+                       extra={"routing": {"policy": _policy_label(scn.spec, routing.policy),
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
@@ -444,3 +444,12 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
     return res
+
+
+def _policy_label(spec: Any, policy: str) -> str:
+    """The routing a run used: the policy, or on InfiniBand the subnet manager's engine
+    (``infiniband minhop``) or adaptive routing (``infiniband adaptive``)."""
+    if getattr(spec, "transport", "roce") != "infiniband":
+        return policy
+    ib = spec.infiniband
+    return "infiniband adaptive" if ib.adaptive_routing else f"infiniband {ib.routing_engine}"

@@ -11,10 +11,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aifabric.spec.base import StrictModel
 from aifabric.spec.deploy import Deploy
+from aifabric.spec.infiniband import InfiniBand
 from aifabric.spec.names import Name, Text
 
 __all__ = [
@@ -315,6 +317,27 @@ class Spec(_Strict):
     deploy: Deploy = Deploy()
     seed: int = Field(default=0, ge=0, le=MAX_SEED,
                       description="seed for every random choice downstream")
+    transport: Literal["roce", "infiniband"] = Field(
+        default="roce", description="the backend's technology: RoCEv2 over Ethernet, or "
+        "InfiniBand (docs/infiniband.md)")
+    infiniband: InfiniBand = Field(default_factory=InfiniBand,
+                                   description="how an InfiniBand fabric is run")
+
+    @model_validator(mode="after")
+    def _infiniband_consistent(self) -> Spec:
+        if self.transport != "infiniband":  # the block is kept, unused (dumps carry it)
+            return self
+        errors = [(("infiniband", *loc), msg) for loc, msg in self.infiniband.problems()]
+        ib_gbps = self.infiniband.port_gbps
+        if self.hosts.port_gbps != ib_gbps:
+            errors.append((("hosts", "port_gbps"), f"{self.hosts.port_gbps} Gbit/s is not "
+                           f"an {self.infiniband.speed.upper()} port; allowed: {ib_gbps} "
+                           f"(infiniband.speed: {self.infiniband.speed})"))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, [
+                InitErrorDetails(type=PydanticCustomError("infiniband", m), loc=loc,
+                                 input={}) for loc, m in errors])
+        return self
 
     def switch_model(self, name: str) -> SwitchModel | None:
         """The model called ``name``: the spec's own first, then the built-ins."""

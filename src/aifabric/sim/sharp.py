@@ -1,0 +1,202 @@
+"""SHARP in-network AllReduce at flow level, on an InfiniBand fabric's aggregation tree.
+
+With SHARP (NVIDIA's Scalable Hierarchical Aggregation and Reduction Protocol) the
+switches reduce: every GPU's NIC sends its buffer once up a reduction tree of switches,
+each switch adds what its children send and passes one buffer up, the root sends the
+result back down the same tree (multicast), and every NIC receives it once. So every link
+of the tree, the host links included, carries the buffer ``S`` once in each direction,
+where a ring AllReduce moves ``2(n-1)/n x S`` over each host link in each direction.
+
+The tree (:func:`sharp_tree`): the NICs of the job's GPUs (each GPU's own rail NIC, port
+1), their switches as leaves, and as root the first switch of the top tier that every
+leaf reaches; each leaf's path to the root follows the subnet manager's forwarding tables
+towards the root's LID (destination-based routing towards one LID is a tree), which is
+how an aggregation manager lays a tree on a fat-tree. One tree per rail when the GPUs use
+several rails, each on the next top-tier switch (trees spread over the roots).
+
+The run (:func:`sharp_allreduce`): streaming aggregation pipelines the buffer through the
+tree, so every tree link and host link carries its ``S`` at the same time; each is a flow
+of the real flow engine (:func:`aifabric.sim.flow.engine.run_flow`, max-min fair, on an
+idle fabric or not), and the AllReduce ends when the last has drained plus the latency of
+its link. Closed form on an idle fabric: ``S / B_min`` + one link latency, ``B_min`` the
+slowest link of the tree (the NIC port on a full-bisection fabric); the ring's bandwidth
+term is ``2(n-1)/n x S / B``. Switch reduction latency, the limits on trees and
+concurrent operations per switch, and packet-level behaviour are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from aifabric.errors import Problem, SpecError
+from aifabric.topology.fabric import Fabric, LinkKind
+
+__all__ = ["SharpTree", "sharp_allreduce", "sharp_tree"]
+
+
+@dataclass(eq=False)
+class SharpTree:
+    """One reduction tree: the NIC ports of its GPUs and the tree's switch links as
+    directed *up* arcs (``fabric.arcs`` numbering; the down arc is the other direction)."""
+
+    rail: int
+    root: int  # fabric node id of the root switch
+    gpus: np.ndarray
+    nics: np.ndarray
+    up_arcs: np.ndarray
+    depth: int
+
+
+def _arc_from(fab: Fabric, link: int, node: int) -> int:
+    """The arc of ``link`` that leaves ``node``."""
+    return 2 * link if int(fab.links.a[link]) == node else 2 * link + 1
+
+
+def sharp_tree(fab: Fabric, gpus: np.ndarray) -> list[SharpTree]:
+    """The SHARP reduction trees of the GPUs ``gpus`` (fabric GPU node ids): one per rail
+    plane (module doc)."""
+    from aifabric.routing.infiniband import fabric_lfts
+
+    if getattr(fab.spec, "transport", "roce") != "infiniband":
+        raise SpecError(Problem("transport", "SHARP reduces in InfiniBand switches; "
+                                "allowed: a spec with transport: infiniband"))
+    gpus = np.asarray(gpus, dtype=np.int64)
+    if len(gpus) < 2:
+        raise SpecError(Problem("gpus", f"{len(gpus)} GPU(s); allowed: 2 or more"))
+    t = fabric_lfts(fab)
+    sn = t.subnet
+    links = fab.links
+    # each GPU's NIC port: the PCIe link from the GPU, its port 1 (side 0)
+    pcie = np.flatnonzero(links.kind == LinkKind.PCIE)
+    nic_of = {}
+    for lk in pcie[np.isin(links.a[pcie], gpus)]:
+        nic = int(links.b[lk])
+        if int(fab.nodes.side[nic]) == 0:
+            nic_of[int(links.a[lk])] = nic
+    missing = [int(g) for g in gpus if int(g) not in nic_of]
+    if missing:
+        raise SpecError(Problem("gpus", f"GPU {fab.nodes.name[missing[0]]} has no NIC "
+                                "port of its own; allowed: GPUs with a backend NIC"))
+    nics = np.array([nic_of[int(g)] for g in gpus], dtype=np.int64)
+    ca_of = np.full(fab.n_nodes, -1, dtype=np.int64)
+    ca_of[sn.ca_node] = np.arange(sn.n_ca_ports)
+    cas = ca_of[nics]
+    rails = fab.nodes.rail[nics].astype(np.int64)
+    tier = fab.nodes.tier[sn.sw_node].astype(np.int64)
+    out: list[SharpTree] = []
+    for r in np.unique(rails):
+        mine = rails == r
+        leaves = np.unique(sn.ca_sw[cas[mine]])
+        comp = sn.component[leaves]
+        if len(np.unique(comp)) != 1 or (leaves < 0).any():
+            raise SpecError(Problem("gpus", f"the rail-{int(r)} NICs of the GPUs are not "
+                                    "in one subnet; allowed: GPUs whose NICs share a subnet"))
+        # the root: a top-tier switch of the subnet every leaf reaches
+        cands = np.flatnonzero((sn.component == comp[0]) &
+                               (tier == tier[sn.component == comp[0]].max()))
+        root = -1
+        # one tree per rail, on different roots where there are several (as an
+        # aggregation manager spreads trees over the top switches)
+        for c in np.roll(cands, -len(out)):
+            lid = int(t.sw_lid[c])
+            if all(_walk(t, sn, int(s), lid, int(c)) is not None for s in leaves):
+                root = int(c)
+                break
+        if root < 0:
+            raise SpecError(Problem("gpus", "no switch of the top tier is reachable from "
+                                    "every leaf of the job; allowed: a connected job"))
+        up: set[int] = set()
+        depth = 0
+        for s in leaves:
+            hops = _walk(t, sn, int(s), int(t.sw_lid[root]), root) or []
+            depth = max(depth, len(hops))
+            for sw, port in hops:
+                # parallel cables to the same next switch: tree k takes the k-th
+                same = np.flatnonzero(sn.peer[sw] == sn.peer[sw, port])
+                port = int(same[len(out) % len(same)])
+                up.add(_arc_from(fab, int(sn.port_link[sw, port]), int(sn.sw_node[sw])))
+        out.append(SharpTree(rail=int(r), root=int(sn.sw_node[root]), gpus=gpus[mine],
+                             nics=nics[mine], up_arcs=np.array(sorted(up), dtype=np.int64),
+                             depth=depth))
+    return out
+
+
+def _walk(t: Any, sn: Any, s: int, lid: int, target: int) -> list[tuple[int, int]] | None:
+    """The (switch, port) hops from switch ``s`` to switch ``target`` along the LFTs."""
+    S = sn.n_switches
+    hops: list[tuple[int, int]] = []
+    while s != target:
+        if len(hops) > S:
+            return None
+        port = int(t.lft[s, lid]) if lid < t.lft.shape[1] else 255
+        if port in (0, 255):
+            return None
+        hops.append((s, port))
+        s = int(sn.peer[s, port])
+        if not 0 <= s < S:
+            return None
+    return hops
+
+
+def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float) -> dict[str, Any]:
+    """An AllReduce of ``size_bytes`` per GPU over ``gpus`` with SHARP, on the flow
+    engine: the time, the closed forms (SHARP and ring), the bytes on each host link and
+    the trees (module doc)."""
+    from aifabric.sim.flow.engine import Paths, run_flow
+    from aifabric.workload.dag import TransferDAG
+
+    trees = sharp_tree(fab, gpus)
+    links = fab.links
+    src_arc, _, cap = fab.arcs
+    host_up: list[int] = []
+    arcs: list[int] = []
+    for tr in trees:
+        for g, nic in zip(tr.gpus, tr.nics, strict=True):
+            pcie = int(np.flatnonzero((links.kind == LinkKind.PCIE) & (links.a == g) &
+                                      (links.b == nic))[0])
+            acc = int(np.flatnonzero((links.kind == LinkKind.ACCESS) & (links.a == nic))[0])
+            host_up.append(2 * acc)
+            arcs += [2 * pcie, 2 * acc, 2 * acc + 1, 2 * pcie + 1]
+        arcs += tr.up_arcs.tolist() + (tr.up_arcs ^ 1).tolist()
+    arcs_a = np.array(arcs, dtype=np.int64)
+    n = len(arcs_a)
+    size = float(size_bytes)
+    lat = links.latency_ns[arcs_a // 2].astype(np.float64)
+    paths = Paths(incidence=sp.csr_matrix((np.ones(n), (np.arange(n), arcs_a)),
+                                          shape=(n, len(cap))),
+                  conn_ptr=np.arange(n + 1, dtype=np.int64), latency_ns=lat,
+                  capacity_gbps=np.asarray(cap, dtype=np.float64))
+    # one stage: every link's share of the stream at once (pipelined aggregation)
+    gid = np.asarray(gpus, dtype=np.int64)
+    dag = TransferDAG(stage_kind=np.zeros(1, np.int8), repeat=np.ones(1, np.int64),
+                      duration_ns=np.zeros(1), stage_job=np.zeros(1, np.int32),
+                      stage_coll=np.full(1, -1, np.int32), stage_label=["sharp allreduce"],
+                      xfer_ptr=np.array([0, n], np.int64), dep_ptr=np.zeros(2, np.int64),
+                      dep_idx=np.zeros(0, np.int64), src=np.resize(gid, n),
+                      dst=np.resize(np.roll(gid, 1), n), size_bytes=np.full(n, size))
+    run = run_flow(dag, paths, np.arange(n, dtype=np.int64))
+    time_ns = float(run.stage_end_ns[0] - run.stage_start_ns[0])
+    k = len(gid)
+    b_min = float(cap[arcs_a].min())
+    closed_ns = size * 8 / b_min + float(lat.max())
+    nic_gbps = float(cap[np.array(host_up)].min())
+    ring_ns = 2 * (k - 1) / k * size * 8 / nic_gbps
+    algbw = size * 8 / time_ns  # Gbit/s
+    factor = 2 * (k - 1) / k
+    host_bytes = run.arc_bytes[np.array(host_up)]
+    return {
+        "gpus": k, "size_bytes": size, "time_ns": time_ns, "closed_form_ns": closed_ns,
+        "ring_closed_form_ns": ring_ns, "algbw_gbps": algbw, "busbw_gbps": algbw * factor,
+        "ring_busbw_gbps": size * 8 / ring_ns * factor,
+        "host_link_bytes_up": float(host_bytes.max()),
+        "ring_host_link_bytes_up": factor * size,
+        "trees": [{"rail": tr.rail, "root": str(fab.nodes.name[tr.root]),
+                   "gpus": len(tr.gpus), "switch_links": len(tr.up_arcs),
+                   "depth": tr.depth} for tr in trees],
+        "max_link_bytes": float(run.arc_bytes.max()),
+        "switch_nodes": int(sum(len(np.unique(src_arc[tr.up_arcs])) for tr in trees)),
+    }

@@ -1,0 +1,107 @@
+"""InfiniBand as the fabric's transport: the ``infiniband`` block of a spec.
+
+``transport: infiniband`` turns a fabric of any family into one InfiniBand subnet per
+connected set of switches, routed by a subnet manager (OpenSM) instead of BGP/ECMP. The
+block says how: the link generation (``speed``), the routing engine and LMC, the virtual
+lanes (how many data VLs, the SL-to-VL table, the buffer credits of each VL).
+
+Every field is documented in ``docs/infiniband.md``. Checks that need only the spec are
+here (``sl2vl`` naming a VL the ports do not have, ``vl_credits`` of the wrong length, a
+NIC speed that is not the named generation's); checks that need the built fabric (an
+engine that cannot route the topology) are in
+:mod:`aifabric.routing.infiniband`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from aifabric.spec.base import StrictModel
+
+__all__ = ["IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "IbEngine", "IbSpeed", "InfiniBand"]
+
+#: data rate of one 4x port of each generation, Gbit/s (IBTA: HDR 50G, NDR 100G, XDR
+#: 200G per lane, 4 lanes)
+IB_SPEEDS: dict[str, int] = {"hdr": 200, "ndr": 400, "xdr": 800}
+#: VL0..VL14 carry data; VL15 is the subnet management lane (IBTA vol. 1, 7.6)
+MAX_DATA_VLS = 15
+#: service levels a packet can carry (4 bits)
+NUM_SLS = 16
+#: one flow-control credit is 64 bytes of receive buffer (IBTA vol. 1, 7.9.4)
+CREDIT_BYTES = 64
+
+IbSpeed = Literal["hdr", "ndr", "xdr"]
+IbEngine = Literal["ftree", "updn", "minhop"]
+
+_VL = Annotated[int, Field(ge=0, le=MAX_DATA_VLS - 1)]
+
+
+class InfiniBand(StrictModel):
+    """How an InfiniBand fabric is run: speed, routing engine and LMC, virtual lanes."""
+
+    speed: IbSpeed = Field(default="ndr", description="link generation: hdr (200 Gbit/s "
+                           "per 4x port), ndr (400), xdr (800); hosts.port_gbps must match")
+    routing_engine: IbEngine = Field(default="minhop", description="OpenSM's unicast "
+                                     "routing engine (OpenSM's default is minhop)")
+    adaptive_routing: bool = Field(default=False, description="adaptive routing as "
+                                   "NVIDIA Quantum switches do it (AR group = the ports "
+                                   "with least hops to the destination; flow level: a "
+                                   "flow split evenly over its least-hop paths)")
+    lmc: int = Field(default=0, ge=0, le=7, description="LID mask control: 2^lmc LIDs "
+                     "(paths) per port")
+    data_vls: int = Field(default=8, ge=1, le=MAX_DATA_VLS,
+                          description="data virtual lanes per port (VL0..VL14)")
+    sl2vl: list[_VL] | None = Field(default=None, min_length=NUM_SLS, max_length=NUM_SLS,
+                                    description="VL of each of the 16 SLs (default: SL "
+                                    "mod data_vls)")
+    vl_credits: list[Annotated[int, Field(ge=1, le=1 << 20)]] | None = Field(
+        default=None, description="receive buffer of each data VL, in 64-byte credits "
+        "(default: the port's buffer split evenly)")
+    vl_weights: list[Annotated[int, Field(ge=0, le=255)]] | None = Field(
+        default=None, description="VL arbitration (low-priority table): the weight of "
+        "each data VL, in 64-byte units per turn (default: 64 each)")
+    nccl_sl: int = Field(default=0, ge=0, le=15, description="the service level NCCL's "
+                         "queue pairs use (NCCL_IB_SL); its VL is sl2vl[nccl_sl]")
+    port_buffer_kb: int = Field(default=256, ge=1, le=1 << 20, description="receive "
+                                "buffer of one switch port for its data VLs, KiB")
+
+    @property
+    def port_gbps(self) -> int:
+        return IB_SPEEDS[self.speed]
+
+    def sl_to_vl(self) -> list[int]:
+        """The VL of each SL: ``sl2vl`` as given, else SL mod ``data_vls``."""
+        if self.sl2vl is not None:
+            return list(self.sl2vl)
+        return [sl % self.data_vls for sl in range(NUM_SLS)]
+
+    def credits(self) -> list[int]:
+        """Buffer credits (64 bytes each) of every data VL."""
+        if self.vl_credits is not None:
+            return list(self.vl_credits)
+        per = self.port_buffer_kb * 1024 // CREDIT_BYTES // self.data_vls
+        return [per] * self.data_vls
+
+    def problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """What is inconsistent inside the block: ``(location, message)`` pairs."""
+        out: list[tuple[tuple[str | int, ...], str]] = []
+        if self.sl2vl is not None:
+            for sl, vl in enumerate(self.sl2vl):
+                if vl >= self.data_vls:
+                    out.append((("sl2vl", sl), f"SL {sl} maps to VL {vl}, which the ports "
+                                f"do not have; allowed: VL 0..{self.data_vls - 1} "
+                                f"(data_vls: {self.data_vls})"))
+        if self.vl_credits is not None and len(self.vl_credits) != self.data_vls:
+            out.append((("vl_credits",), f"{len(self.vl_credits)} entries; allowed: one "
+                        f"per data VL ({self.data_vls})"))
+        if self.vl_weights is not None and len(self.vl_weights) != self.data_vls:
+            out.append((("vl_weights",), f"{len(self.vl_weights)} entries; allowed: one "
+                        f"per data VL ({self.data_vls})"))
+        return out
+
+    def weights(self) -> list[int]:
+        """VL arbitration weight of every data VL."""
+        return list(self.vl_weights) if self.vl_weights is not None else \
+            [64] * self.data_vls
