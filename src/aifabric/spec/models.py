@@ -11,11 +11,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt, model_validator
 
 from aifabric.spec.base import StrictModel
 from aifabric.spec.deploy import Deploy
 from aifabric.spec.names import Name, Text
+from aifabric.spec.scheduled import SCHEDULED_FAMILIES, ScheduledFabric, field_error
 
 __all__ = [
     "BUILTIN_SWITCH_MODELS",
@@ -315,6 +316,19 @@ class Spec(_Strict):
     deploy: Deploy = Deploy()
     seed: int = Field(default=0, ge=0, le=MAX_SEED,
                       description="seed for every random choice downstream")
+    scheduled: ScheduledFabric | None = Field(
+        default=None, description="a scheduled fabric (GSE/DSF): VOQs and credits at the "
+        "edge, cells sprayed over the fabric (aifabric.spec.scheduled)")
+
+    @model_validator(mode="after")
+    def _scheduled_family(self) -> Spec:
+        if self.scheduled is not None and self.topology.family not in SCHEDULED_FAMILIES:
+            raise field_error(
+                "Spec", "scheduled", f"family {self.topology.family} has no separate edge "
+                "for a scheduled fabric (its dual-ToR segments put each NIC behind two ToRs "
+                "sharing one address, so no one egress switch owns a destination port); "
+                f"allowed: {', '.join(SCHEDULED_FAMILIES)}", self.topology.family)
+        return self
 
     def switch_model(self, name: str) -> SwitchModel | None:
         """The model called ``name``: the spec's own first, then the built-ins."""
