@@ -397,8 +397,15 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     groups, gnames = arc_groups(f)
     routing = effective_routing(scn, f)
     seed = int(getattr(scn, "seed", 0) or 0)
-    paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
-                             pinned=wl.pinned or None)
+    if f.spec.scheduled is not None and scn.sim != "packet":  # GSE/DSF: the closed form
+        from aifabric.sim.scheduled import route_scheduled
+
+        paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
+                                       failures=scn.failures or None, seed=seed,
+                                       pinned=wl.pinned or None)
+    else:
+        paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
+                                 pinned=wl.pinned or None)
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
@@ -421,6 +428,13 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
+    if f.spec.scheduled is not None and scn.sim != "packet":
+        from aifabric.sim.scheduled import scheduled_summary
+
+        res.summary["routing"]["policy"] = "scheduled"
+        res.summary["scheduled"] = {
+            "model": "closed form: max-min over edge ports and cell overhead",
+            **scheduled_summary(f, scn.packet.nic, getattr(run, "arc_bytes", None))}
     if wl.chakra is not None:
         res.summary["chakra"] = wl.chakra
     if wl.notes:
