@@ -61,7 +61,7 @@ class ScheduledFabric(StrictModel):
                                   "trip back, scheduler time included")
     credit_bytes: Size = Field(default=4_096, ge=64, le=1 << 20, description="bytes one "
                                "credit (grant) lets a VOQ send")
-    grant_window_credits: int = Field(default=8, ge=1, le=65_536, description="credits an "
+    grant_window_credits: int = Field(default=256, ge=1, le=65_536, description="credits an "
                                       "egress port keeps outstanding (granted, not yet "
                                       "arrived): bounds the fabric queues toward it")
     voq_depth_bytes: Size = Field(default=4 << 20, ge=4_096, le=MAX_BUFFER,
