@@ -409,6 +409,16 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
+    elif scn.sim == "packet" and f.spec.scheduled is not None:  # GSE/DSF, cell by cell
+        from aifabric.sim.packet.scheduled.run import run_scheduled
+        from aifabric.sim.scheduled import route_scheduled
+
+        paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
+                                       failures=scn.failures or None, seed=seed,
+                                       pinned=wl.pinned or None)
+        run = run_scheduled(dag, f, paths, xconn, scn.packet.nic, arc_group=groups,
+                            n_groups=len(gnames), progress=progress,
+                            until_ns=scn.packet.until_ms * 1e6)
     elif scn.sim == "packet":
         from aifabric.sim.packet.config import effective_packet_config
         from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS, run_packet
@@ -439,7 +449,11 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         res.summary["chakra"] = wl.chakra
     if wl.notes:
         res.summary["notes"] = list(wl.notes)
-    if scn.sim == "packet":
+    if scn.sim == "packet" and f.spec.scheduled is not None:
+        from aifabric.sim.packet.scheduled.run import attach_scheduled_results
+
+        attach_scheduled_results(res, run, f)  # type: ignore[arg-type]
+    elif scn.sim == "packet":
         from aifabric.sim.packet.results import attach_packet_results
 
         attach_packet_results(res, run)  # type: ignore[arg-type]

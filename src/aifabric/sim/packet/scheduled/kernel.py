@@ -74,6 +74,7 @@ from aifabric.sim.packet.scheduled.layout import (
     F_BYTES,
     F_DONE,
     F_DSTP,
+    F_FSEQ,
     F_FLOW,
     F_LEFT,
     F_NCELLS,
@@ -120,6 +121,8 @@ from aifabric.sim.packet.scheduled.layout import (
     L_LEFT,
     L_NEXT,
     L_RX,
+    L_RXSEQ,
+    L_TXSEQ,
     L_SIZE,
     LOCAL_FRAMES,
     LOG,
@@ -135,6 +138,7 @@ from aifabric.sim.packet.scheduled.layout import (
     R_FLOWDONE,
     R_GROW,
     R_LIMIT,
+    REORDERED,
     RET,
     RG_HALF,
     S_GRANTED,
@@ -214,6 +218,8 @@ def _host_send(G, C, HT, FR, HP, FL, PPBH, p, t):
     FR[f, F_DONE] = 0
     FR[f, F_SRC] = p
     FR[f, F_DSTP] = FL[fl, L_DST]
+    FR[f, F_FSEQ] = FL[fl, L_TXSEQ]
+    FL[fl, L_TXSEQ] += 1
     wire = pay + C[HDR] + C[WIRE]
     HP[p, H_BUSY] = 1
     HP[p, H_TXB] += wire
@@ -277,8 +283,6 @@ def _release(G, C, HT, FR, HP, VQ, PPBH, v, t):
         VQ[v, V_ROH] = FR[f, F_SNEXT]
         if VQ[v, V_ROH] < 0:
             VQ[v, V_ROT] = -1
-        if FR[f, F_SEQ] != VQ[v, V_RSEQ]:
-            G[INORDER_BAD] += 1
         VQ[v, V_RSEQ] += 1
         p = FR[f, F_DSTP]
         HP[p, H_RB] -= FR[f, F_NCELLS] * C[CELL]
@@ -351,6 +355,8 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
                 FR[f, F_LEFT] -= 1
                 if FR[f, F_LEFT] == 0:
                     FR[f, F_DONE] = 1
+                    if VQ[FR[f, F_VOQ], V_ROH] != f:
+                        G[REORDERED] += 1  # complete before an earlier frame of its VOQ
                     _release(G, C, HT, FR, HP, VQ, PPBH, FR[f, F_VOQ], t)
             else:
                 na = _spray(C, AP, NHP, NHA, RR, SWI[b], e, ne)
@@ -506,6 +512,9 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
             f = a
             fl = FR[f, F_FLOW]
             FL[fl, L_RX] += FR[f, F_PAY]
+            if FR[f, F_FSEQ] != FL[fl, L_RXSEQ]:
+                G[INORDER_BAD] += 1  # the host got a frame out of its flow's order
+            FL[fl, L_RXSEQ] += 1
             HP[b, H_RXB] += FR[f, F_PAY]
             FR[f, F_NEXT] = G[FR_FREE]
             G[FR_FREE] = f

@@ -28,8 +28,8 @@ NOW = 0
 assert SEQ == 1 and HSIZE == 2
 (COUNT, RET, FR_FREE, FR_NFREE, CE_FREE, CE_NFREE, NLOG, WAIT_SUM, WAIT_MAX, WAIT_N,
  PAUSES, FRAMES, CELLS, FAB_BYTES, PAY_BYTES, HOST_OVH, LOCAL_FRAMES, INORDER_BAD,
- CREDIT_BAD, DONE_FLOW) = range(3, 23)
-NG = 23
+ CREDIT_BAD, DONE_FLOW, REORDERED) = range(3, 24)
+NG = 24
 # ---------------------------------------------------------------------- C: settings
 (MTU, HDR, WIRE, CELL, CELLH, CREDIT, RG_HALF, XOFF, XON, P, E, LOG, SPRAY, MARGIN,
  LOG_CAP) = range(15)
@@ -42,8 +42,8 @@ R_EMPTY, R_LIMIT, R_FLOWDONE, R_GROW = 0, 1, 2, 3
  E_KICK) = range(1, 12)
 # ---------------------------------------------------------------------- FR: frames
 (F_FLOW, F_PAY, F_BYTES, F_NEXT, F_SNEXT, F_LEFT, F_VOQ, F_TENQ, F_DONE, F_SRC, F_DSTP,
- F_NCELLS, F_SEQ) = range(13)
-NFR = 13
+ F_NCELLS, F_SEQ, F_FSEQ) = range(14)
+NFR = 14
 # ---------------------------------------------------------------------- CE: cells
 C_FRAME, C_NEXT, C_DEDGE = range(3)
 NCE = 3
@@ -63,5 +63,5 @@ NHOST = 32
 NVQ = 12
 # ---------------------------------------------------------------------- FL: flows
 (L_SRC, L_DST, L_SIZE, L_LEFT, L_RX, L_NEXT, L_START, L_FIRST, L_DONE, L_INLIST,
- L_EXTRA) = range(11)
-NFL = 11
+ L_TXSEQ, L_RXSEQ) = range(12)
+NFL = 12

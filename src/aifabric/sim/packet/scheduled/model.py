@@ -146,7 +146,10 @@ class ScheduledNet:
         C[L.RG_HALF] = sch.request_grant_ns * PS_PER_NS // 2
         rate_max = float(cap[up].max())
         headroom = int(2 * lat_ps[up].max() / PS_PER_NS * rate_max / 8) + 2 * (frame + wire)
-        C[L.XOFF] = max(sch.voq_depth_bytes - headroom, frame)
+        # every host port of an edge may feed one VOQ: each can have a headroom in flight
+        # when it is paused
+        self.headroom_bytes = int(np.diff(self.EHP).max()) * headroom
+        C[L.XOFF] = max(sch.voq_depth_bytes - self.headroom_bytes, frame)
         C[L.XON] = max(C[L.XOFF] - 2 * frame, 0)
         C[L.P], C[L.E] = P, E
         C[L.LOG] = int(log_grants)
@@ -218,7 +221,7 @@ class ScheduledNet:
         row[:] = -1
         row[L.L_SRC], row[L.L_DST] = src_port, dst_port
         row[L.L_SIZE] = row[L.L_LEFT] = max(int(size_bytes), 0)
-        row[L.L_RX] = 0
+        row[L.L_RX] = row[L.L_TXSEQ] = row[L.L_RXSEQ] = 0
         row[L.L_START] = self.now_ps
         row[L.L_INLIST] = 0
         if size_bytes <= 0:
@@ -236,9 +239,10 @@ class ScheduledNet:
         hpush(self.HT, self.G, self.now_ps, L.E_KICK, src_port, 0)
         return i
 
-    def run(self, until_ps: int | None = None) -> int:
+    def run(self, until_ps: int | None = None, *, once: bool = False) -> int:
         """Run until nothing is left or ``until_ps``; ``on_done(flow)`` is called as
-        each flow delivers its last byte. Returns the last reason (``layout.R_*``)."""
+        each flow delivers its last byte (``once``: return right after the first such
+        call). Returns the reason it stopped (``layout.R_*``)."""
         limit = (1 << 62) if until_ps is None else int(until_ps)
         while True:
             r = _kernel(self.G, self.C, self.HT, self.FR, self.CE, self.AP, self.PPBA,
@@ -251,6 +255,8 @@ class ScheduledNet:
             if r == L.R_FLOWDONE:
                 if self.on_done is not None:
                     self.on_done(int(self.G[L.RET]))
+                if once:
+                    return int(r)
                 continue
             return int(r)
 
@@ -310,7 +316,8 @@ class ScheduledNet:
                              "pfc_pauses": 0},
             "reorder": {"max_bytes": int(HP[:, L.H_RBMAX].max()) if len(HP) else 0,
                         "buffer_bytes": sch.reorder_buffer_bytes,
-                        "frames_out_of_order": int(G[L.INORDER_BAD])},
+                        "frames_completed_out_of_order": int(G[L.REORDERED]),
+                        "frames_delivered_out_of_order": int(G[L.INORDER_BAD])},
             "cells": {"cells": int(G[L.CELLS]), "cells_per_frame": self.cells_per_frame,
                       "fabric_cell_bytes": fab, "cell_bytes_sent_on_links": cell_pay,
                       "frames_through_fabric": frames - local, "frames_local": local,

@@ -1,0 +1,256 @@
+"""A scenario's transfer DAG on the scheduled fabric, packet (cell) by packet
+(``sim: packet`` on a spec with a ``scheduled`` section).
+
+Each connection's flows (one per QP, routed with ``policy: spray`` to find the NIC
+ports: the fabric itself sprays cells whatever the routing says) become flows of a
+:class:`~aifabric.sim.packet.scheduled.ScheduledNet` between their source and destination
+NIC ports. Stages start when their dependencies are done (a compute stage is a timer),
+repeat, and a transfer is delivered when its last QP's last byte reaches the destination
+host, plus the latency of the hops inside the hosts (PCIe, NVLink) its route crosses.
+The result has the shared tables (a :class:`~aifabric.sim.flow.engine.FlowRun`) and the
+scheduled fabric's own figures (:meth:`ScheduledNet.metrics`) plus one row per flow.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aifabric.sim.flow.engine import FlowRun, Paths
+from aifabric.sim.packet.scheduled import layout as L
+from aifabric.sim.packet.scheduled.model import PS_PER_NS, ScheduledNet
+from aifabric.sim.paths import arc_latency_ns
+from aifabric.topology.fabric import Fabric, LinkKind
+from aifabric.workload.dag import COMPUTE, TransferDAG
+
+__all__ = ["ScheduledRun", "attach_scheduled_results", "flow_ports", "run_scheduled"]
+
+
+@dataclass
+class ScheduledRun(FlowRun):
+    """A :class:`FlowRun` plus the scheduled fabric's figures and its flows."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    flows: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def flow_ports(f: Fabric, net: ScheduledNet, paths: Paths
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per flow row of ``paths``: its source and destination NIC ports (indices of
+    ``net.port_node``: the access arcs carrying most of it) and the latency (ps) of the
+    hops inside the hosts it crosses."""
+    inc = paths.incidence.tocsc()
+    up = inc[:, net.up_arc]
+    dn = inc[:, net.dn_arc]
+    sp_ = np.asarray(up.argmax(axis=1)).ravel()
+    dp_ = np.asarray(dn.argmax(axis=1)).ravel()
+    kind = np.repeat(f.links.kind, 2)
+    inside = np.where(kind < LinkKind.ACCESS, arc_latency_ns(f), 0.0)
+    lat = np.asarray(paths.incidence @ inside).ravel()
+    return sp_.astype(np.int64), dp_.astype(np.int64), np.round(lat * PS_PER_NS).astype(
+        np.int64)
+
+
+def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
+                  nic: Any, *, arc_group: np.ndarray | None = None, n_groups: int = 1,
+                  progress: Callable[[int], None] | None = None,
+                  until_ns: float | None = None) -> ScheduledRun:
+    """Simulate ``dag`` on the scheduled fabric of ``f``; ``paths`` as routed by
+    :func:`aifabric.sim.paths.route_dag` (``policy: spray``), ``nic`` the scenario's
+    ``packet.nic`` (frame sizes)."""
+    net = ScheduledNet(f, mtu=int(nic.mtu_payload_bytes), header=int(nic.header_bytes),
+                       wire=int(nic.wire_overhead_bytes))
+    d = _Driver(dag, net, paths, xfer_conn, progress, f)
+    d.run(None if until_ns is None else int(until_ns * PS_PER_NS))
+    src, dst, cap = f.arcs
+    arc_bytes = np.zeros(len(cap))
+    arc_bytes[net.fabric_arcs] = net.AP[net.fabric_arcs, L.A_TXB]
+    arc_bytes[net.up_arc] = net.HP[:, L.H_TXB]
+    arc_bytes[net.dn_arc] = net.HP[:, L.H_RXB]
+    end = float(np.nanmax(d.st_end)) if np.isfinite(d.st_end).any() else net.now_ps / PS_PER_NS
+    peak = np.minimum(arc_bytes * 8 / max(end, 1e-9), cap)  # the mean rate over the run
+    group = np.zeros(len(cap), dtype=np.int64) if arc_group is None else arc_group
+    tg = np.bincount(group, weights=arc_bytes, minlength=n_groups).reshape(1, -1)
+    bott = np.where(np.isfinite(d.x_end), net.dn_arc[d.x_dport], -1).astype(np.int64)
+    m = net.metrics()
+    m["invariants"] = {"bytes_sent": int(net.FL[:net.n_flows, L.L_SIZE].sum()),
+                       "bytes_delivered": int(net.FL[:net.n_flows, L.L_RX].sum())}
+    return ScheduledRun(
+        d.st_start, d.st_end, d.x_start, d.x_end,
+        np.where(np.isfinite(d.x_minr), d.x_minr, np.nan), bott, arc_bytes, peak,
+        np.array([[0.0, end]]), tg, net.events, 0, 0, metrics=m, flows=d.flow_table())
+
+
+class _Driver:
+    """Starts stages when their dependencies are done, their transfers as flows of the
+    net (a transfer split evenly over its connection's QPs), repeats them, and records
+    stage and transfer times (ns)."""
+
+    def __init__(self, dag: TransferDAG, net: ScheduledNet, paths: Paths,
+                 xfer_conn: np.ndarray, progress: Callable[[int], None] | None,
+                 f: Fabric) -> None:
+        S, T = dag.n_stages, dag.n_transfers
+        self.dag, self.net, self.progress = dag, net, progress
+        self.conn_ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
+        self.xfer_conn = np.asarray(xfer_conn, dtype=np.int64)
+        self.sport, self.dport, self.inside = flow_ports(f, net, paths)
+        self.npred = np.diff(dag.dep_ptr).astype(np.int64)
+        self.succ_ptr, self.succ_idx = dag.successors()
+        self.st_start = np.full(S, np.nan)
+        self.st_end = np.full(S, np.nan)
+        self.x_start = np.full(T, np.nan)
+        self.x_end = np.full(T, np.nan)
+        self.x_minr = np.full(T, np.inf)
+        first = self.conn_ptr[self.xfer_conn] if T else np.zeros(0, dtype=np.int64)
+        self.x_dport = self.dport[first] if T else np.zeros(0, dtype=np.int64)
+        self.reps = np.zeros(S, dtype=np.int64)
+        self.outstanding = np.zeros(S, dtype=np.int64)
+        self.rep_t0 = np.zeros(S)
+        self.x_left = np.zeros(T, dtype=np.int64)
+        self.x_lat = np.zeros(T, dtype=np.int64)
+        self.flow_of: list[tuple[int, int, int]] = []  # flow -> (stage, transfer, row)
+        self.conn_lat = np.asarray(paths.latency_ns, dtype=np.float64)
+        self.timers: list[tuple[int, int, int]] = []  # (time ps, seq, stage)
+        self.seq = 0
+        self.stages_left = S
+        net.on_done = self.flow_done
+
+    def run(self, limit: int | None) -> None:
+        for s in np.flatnonzero(self.npred == 0):
+            self.start(int(s))
+        lim = (1 << 62) if limit is None else limit
+        net = self.net
+        while self.stages_left > 0:
+            nxt = self.timers[0][0] if self.timers else lim
+            r = net.run(min(nxt, lim), once=True)
+            if r == L.R_FLOWDONE:
+                continue  # (a flow's end may have started a compute stage: new timer)
+            if self.timers and (r == L.R_EMPTY or net.now_ps >= self.timers[0][0]):
+                t, _, s = heapq.heappop(self.timers)
+                net.G[L.NOW] = max(net.now_ps, t)
+                self.finish_rep(s)
+                continue
+            break  # the limit, or nothing left to happen
+
+    def now_ns(self) -> float:
+        return self.net.now_ps / PS_PER_NS
+
+    def start(self, s: int) -> None:
+        dag, net = self.dag, self.net
+        t = self.now_ns()
+        if np.isnan(self.st_start[s]):
+            self.st_start[s] = t
+        self.rep_t0[s] = t
+        if dag.stage_kind[s] == COMPUTE:
+            self.seq += 1
+            heapq.heappush(self.timers, (net.now_ps + int(dag.duration_ns[s] * PS_PER_NS),
+                                         self.seq, s))
+            return
+        n = 0
+        for x in range(int(dag.xfer_ptr[s]), int(dag.xfer_ptr[s + 1])):  # one stage
+            c = int(self.xfer_conn[x])
+            rows = range(int(self.conn_ptr[c]), int(self.conn_ptr[c + 1]))
+            size = round(float(dag.size_bytes[x]))
+            k = len(rows)
+            if np.isnan(self.x_start[x]):
+                self.x_start[x] = t
+            self.x_left[x] = k
+            self.x_lat[x] = 0
+            for j, r in enumerate(rows):
+                part = size // k + (1 if j < size % k else 0)
+                fl = net.add_flow(int(self.sport[r]), int(self.dport[r]), part)
+                self.flow_of.append((s, x, r))
+                if part <= 0:
+                    self.flow_done(fl)
+            n += 1
+        self.outstanding[s] = n
+        if n == 0:
+            self.finish_rep(s)
+
+    def flow_done(self, fl: int) -> None:
+        s, x, r = self.flow_of[fl]
+        self.x_lat[x] = max(self.x_lat[x], int(self.inside[r]))
+        self.x_left[x] -= 1
+        if self.x_left[x]:
+            return
+        t = self.now_ns() + self.x_lat[x] / PS_PER_NS
+        dur = t - self.rep_t0[s]
+        if dur > 0:
+            self.x_minr[x] = min(self.x_minr[x], float(self.dag.size_bytes[x]) * 8 / dur)
+        self.x_end[x] = t
+        self.outstanding[s] -= 1
+        if self.outstanding[s] == 0:
+            self.finish_rep(s)
+
+    def finish_rep(self, s: int) -> None:
+        self.reps[s] += 1
+        if self.reps[s] < self.dag.repeat[s]:
+            self.start(s)
+            return
+        xs = slice(int(self.dag.xfer_ptr[s]), int(self.dag.xfer_ptr[s + 1]))
+        ends = self.x_end[xs]
+        self.st_end[s] = float(np.nanmax(ends)) if len(ends) else self.now_ns()
+        self.stages_left -= 1
+        if self.progress is not None:
+            self.progress(1)
+        for c in self.succ_idx[self.succ_ptr[s]:self.succ_ptr[s + 1]]:
+            self.npred[c] -= 1
+            if self.npred[c] == 0:
+                self.start(int(c))
+
+    def flow_table(self) -> dict[str, np.ndarray]:
+        """One row per flow (QP): its stage and transfer, ports, times and slowdown."""
+        fl = self.net.flows()
+        n = len(fl["size_bytes"])
+        st = np.array([v[0] for v in self.flow_of[:n]], dtype=np.int64)
+        xf = np.array([v[1] for v in self.flow_of[:n]], dtype=np.int64)
+        net = self.net
+        names = net.f.nodes.name[net.port_node]
+        fct = fl["done_ns"] - fl["start_ns"]
+        # the idle path: every frame's wire bytes at the sender's rate, the path's latency
+        # (hosts included, and one request-grant time)
+        rows = np.array([v[2] for v in self.flow_of[:n]], dtype=np.int64)
+        conn = np.searchsorted(self.conn_ptr, rows, side="right") - 1
+        size = fl["size_bytes"].astype(np.float64)
+        frames = np.ceil(size / net.mtu)
+        wire = size + frames * (net.header + net.wire)
+        ppb = net.PPBH[fl["src_port"]] / PS_PER_NS if n else np.zeros(0)
+        ideal = wire * ppb + (self.conn_lat[conn] if n else 0.0)  # (request-grant in it)
+        fct = fct + self.inside[rows] / PS_PER_NS if n else fct
+        return {"qp": np.arange(n), "stage": st, "transfer": xf,
+                "src": names[fl["src_port"]], "dst": names[fl["dst_port"]],
+                "size_bytes": fl["size_bytes"], "start_ns": fl["start_ns"],
+                "first_tx_ns": fl["first_tx_ns"], "last_rx_ns": fl["done_ns"],
+                "fct_ns": fct, "ideal_ns": ideal,
+                "slowdown": fct / np.where(ideal > 0, ideal, np.nan)}
+
+
+def attach_scheduled_results(res: Any, run: ScheduledRun, f: Fabric) -> Any:
+    """Add the scheduled fabric's figures (``summary["scheduled"]``), its flows
+    (``packet_fct``) and the packet summary every packet run has (``summary["packet"]``:
+    no drop, ECN mark or CNP; the PFC frames and paused time toward the hosts) to the
+    result ``res``; returns it."""
+    from aifabric.sim.packet.results import fct_summary
+
+    m = run.metrics
+    sch = f.spec.scheduled
+    assert sch is not None
+    res.summary["routing"]["policy"] = "scheduled"
+    res.summary["scheduled"] = {
+        "model": "packet: VOQs, credit grants, cells sprayed, egress reorder",
+        "cell_bytes": sch.cell_bytes, "cell_header_bytes": sch.cell_header_bytes,
+        "speedup": sch.speedup, "spray": sch.spray, **m}
+    res.tables["packet_fct"] = dict(run.flows)
+    pz = m["pfc_to_hosts"]
+    res.summary["packet"] = {
+        "drops": 0, "retx_bytes": 0, "ecn_marks": 0, "cnps": 0,
+        "pfc_frames": 2 * pz["pauses"], "pause_ns": pz["paused_ns"], "alarms": [],
+        "deadlocks": [], "estimated_events": m["events"], "paused_queues": 0,
+        "max_pause_ratio": 0.0, "longest_pause_ns": 0.0, "pauses": [],
+        "fct": fct_summary(run.flows)}
+    return res
+
