@@ -66,7 +66,7 @@ def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarr
                        wire=int(nic.wire_overhead_bytes))
     d = _Driver(dag, net, paths, xfer_conn, progress, f)
     d.run(None if until_ns is None else int(until_ns * PS_PER_NS))
-    src, dst, cap = f.arcs
+    cap = f.arcs[2]
     arc_bytes = np.zeros(len(cap))
     arc_bytes[net.fabric_arcs] = net.AP[net.fabric_arcs, L.A_TXB]
     arc_bytes[net.up_arc] = net.HP[:, L.H_TXB]
