@@ -21,7 +21,9 @@ What happens to a frame, event by event (times in ps):
    uplinks (round robin or least loaded) toward the destination's edge.
 5. ``E_ATX``/``E_CARR`` a fabric port sends its head cell (cell bytes at the fabric rate:
    link rate x speedup) and the cell reaches the next switch, which sprays it on toward
-   the destination edge over every shortest path.
+   the destination edge over every shortest path. Cells leave an arc in the order they
+   went on it, so only the first cell in flight on each arc has a heap entry (``E_CARR``
+   of the arc), as in the RoCE simulator's flight lists.
 6. At the destination edge the cells of a frame are counted into the reorder buffer;
    a complete frame leaves it only once every earlier frame of its VOQ has (in order),
    into the host port's queue (``E_EGTX``), and reaches the host (``E_HRX``).
@@ -41,6 +43,8 @@ from aifabric.sim.packet.scheduled.layout import (
     A_BUSY,
     A_CELLS,
     A_DST,
+    A_FH,
+    A_FT,
     A_HEAD,
     A_LAT,
     A_MAXQ,
@@ -48,8 +52,10 @@ from aifabric.sim.packet.scheduled.layout import (
     A_TAIL,
     A_TXB,
     C_DEDGE,
+    C_FNEXT,
     C_FRAME,
     C_NEXT,
+    C_TARR,
     CE_FREE,
     CE_NFREE,
     CELL,
@@ -335,13 +341,26 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
             AP[a, A_QB] -= C[CELL]
             AP[a, A_TXB] += C[CELL]
             AP[a, A_CELLS] += 1
-            hpush(HT, G, t + AP[a, A_LAT], E_CARR, c, AP[a, A_DST])
+            CE[c, C_TARR] = t + AP[a, A_LAT]
+            CE[c, C_FNEXT] = -1
+            if AP[a, A_FT] >= 0:  # behind the cells already in flight on the arc
+                CE[AP[a, A_FT], C_FNEXT] = c
+            else:
+                AP[a, A_FH] = c
+                hpush(HT, G, CE[c, C_TARR], E_CARR, a, 0)
+            AP[a, A_FT] = c
             if AP[a, A_HEAD] >= 0:
                 hpush(HT, G, t + _ser(C[CELL], PPBA[a]), E_ATX, a, 0)
             else:
                 AP[a, A_BUSY] = 0
-        elif kind == E_CARR:  # a cell reached switch b
-            c = a
+        elif kind == E_CARR:  # the first cell in flight on arc a reached its switch
+            c = AP[a, A_FH]
+            AP[a, A_FH] = CE[c, C_FNEXT]
+            if AP[a, A_FH] >= 0:
+                hpush(HT, G, CE[AP[a, A_FH], C_TARR], E_CARR, a, 0)
+            else:
+                AP[a, A_FT] = -1
+            b = AP[a, A_DST]
             e = CE[c, C_DEDGE]
             if EDI[b] == e:  # its destination edge: into the reorder buffer
                 f = CE[c, C_FRAME]

@@ -45,11 +45,14 @@ R_EMPTY, R_LIMIT, R_FLOWDONE, R_GROW = 0, 1, 2, 3
  F_NCELLS, F_SEQ, F_FSEQ) = range(14)
 NFR = 14
 # ---------------------------------------------------------------------- CE: cells
-C_FRAME, C_NEXT, C_DEDGE = range(3)
-NCE = 3
+# (C_TARR, C_FNEXT: when it reaches the end of the arc it is on, and the next cell in
+# flight on that arc: cells leave an arc in the order they went on it, so only the first
+# cell in flight of each arc has a heap entry)
+C_FRAME, C_NEXT, C_DEDGE, C_TARR, C_FNEXT = range(5)
+NCE = 5
 # ---------------------------------------------------------------------- AP: fabric ports
-(A_HEAD, A_TAIL, A_QB, A_BUSY, A_MAXQ, A_TXB, A_DST, A_LAT, A_CELLS) = range(9)
-NAP = 9
+(A_HEAD, A_TAIL, A_QB, A_BUSY, A_MAXQ, A_TXB, A_DST, A_LAT, A_CELLS, A_FH, A_FT) = range(11)
+NAP = 11
 # ---------------------------------------------------------------------- HP: host ports
 (H_NODE, H_EDGE, H_ENODE, H_UPLAT, H_DNLAT, H_BUSY, H_PAUSED, H_PVOQ, H_FHEAD, H_FTAIL,
  H_EGH, H_EGT, H_EGBUSY, H_RB, H_RBMAX, H_PAUSES, H_PAUSEDPS, H_PSINCE, H_EGQB, H_EGQMAX,

@@ -89,7 +89,7 @@ class ScheduledNet:
         PPBA = np.zeros(len(src))
         PPBA[fab] = 8 * PS_PER_NS / (cap[fab] * sch.speedup)
         AP = np.zeros((len(src), L.NAP), dtype=np.int64)
-        AP[:, L.A_HEAD] = AP[:, L.A_TAIL] = -1
+        AP[:, L.A_HEAD] = AP[:, L.A_TAIL] = AP[:, L.A_FH] = AP[:, L.A_FT] = -1
         AP[:, L.A_DST] = dst
         AP[:, L.A_LAT] = lat_ps
         # next hops: every switch's arcs on a shortest path to every edge
