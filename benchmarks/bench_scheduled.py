@@ -69,7 +69,7 @@ def permutation(mb: float) -> dict[str, Any]:
     traffic = [{"pattern": "permutation", "gpus": "all", "size_bytes": size}]
     r, f, scn, wall = _simulate(spec, traffic)
     wl = compile_workload(scn, f)
-    paths, xconn = route_dag(f, wl.dag, scn.spec.routing.model_copy(
+    paths, _ = route_dag(f, wl.dag, scn.spec.routing.model_copy(
         update={"policy": "spray"}))
     base = float(np.max(paths.latency_ns))
     nic = scn.packet.nic

@@ -141,8 +141,6 @@ def test_with_one_uplink_the_scheduled_fabric_is_a_single_path():
     from aifabric.sim.paths import arc_latency_ns
 
     lat = arc_latency_ns(f)
-    path = [net.up_arc[0], *[a for a in net.fabric_arcs if a in net.NHA], net.dn_arc[3]]
-    del path
     src, dst, _ = f.arcs
     hops = (lat[net.up_arc[0]] + lat[net.dn_arc[3]]
             + lat[(src == net.edge_nodes[0]) & f.is_switch[dst]].sum()
