@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from typing import Any
 
@@ -152,15 +153,17 @@ def main() -> None:
     print(f"  fabric queue max {p['fabric_queue_max']:,} B <= grant window "
           f"{p['window']:,} B: {'ok' if p['fabric_queue_max'] <= p['window'] else 'MISSED'};"
           f" cell overhead {p['overhead']:,} B; {p['events']:,} events in {p['wall_s']:.1f} s")
+    missed = ratio > 1.05 or p["fabric_queue_max"] > p["window"]
     c = run_isolated(incast)
     assert c is not None
+    missed |= c["fabric_pfc"] != 0 or c["fabric_queue_max"] > c["window"]
     print(f"incast 32-to-1, 1 MB each: PFC pauses inside the fabric {c['fabric_pfc']} "
           f"(target 0); fabric queue max {c['fabric_queue_max']:,} B <= window "
           f"{c['window']:,} B; VOQ max {c['voq_max']:,} B (depth {c['voq_depth']:,} B), "
           f"{c['host_pauses']} PFC pauses toward the senders; done in "
           f"{c['completion_ns'] / 1e3:.1f} us ({c['wall_s']:.1f} s)")
     if a.skip_speed:
-        return
+        sys.exit(1 if missed else 0)
     s = run_isolated(speed, "scheduled", a.speed_kb)
     r = run_isolated(speed, "roce", a.speed_kb)
     assert s is not None and r is not None
@@ -171,6 +174,8 @@ def main() -> None:
           f"{r['wall_s']:.1f} s): {'ok' if s['ns_per_event'] <= r['ns_per_event'] else 'MISSED'}"
           f" (target: no slower per event); whole simulate per event: "
           f"{s['ns_per_event_all']:.0f} vs {r['ns_per_event_all']:.0f} ns")
+    missed |= s["ns_per_event"] > r["ns_per_event"]
+    sys.exit(1 if missed else 0)
 
 
 if __name__ == "__main__":
