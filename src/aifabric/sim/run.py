@@ -413,6 +413,12 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         from aifabric.sim.packet.scheduled.run import run_scheduled
         from aifabric.sim.scheduled import route_scheduled
 
+        if scn.failures:
+            raise SpecError(Problem("failures", "the scheduled fabric's cell model sprays "
+                                    "over every fabric link and has no failed links; "
+                                    "allowed: sim: flow (it routes around failures), or no "
+                                    "failures"))
+
         paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
                                        failures=scn.failures or None, seed=seed,
                                        pinned=wl.pinned or None)

@@ -224,3 +224,20 @@ def test_the_same_run_twice_is_identical():
     for k, v in a.flows().items():
         assert np.array_equal(v, b.flows()[k], equal_nan=True), k
     assert a.metrics() == b.metrics()
+
+
+def test_failures_are_refused_by_the_cell_model_and_routed_around_at_flow_level():
+    """The cell model sprays over every link: a scenario with failures is bad input for
+    it (one problem naming ``failures``); the flow level routes around them."""
+    from aifabric.errors import SpecError
+
+    spec = _clos()
+    body = {"name": "t", "spec": spec, "failures": [{"switch": "spine-00"}],
+            "traffic": [{"pattern": "permutation", "gpus": "all", "size_bytes": 100_000}]}
+    scn = scenario_from_dict({**body, "sim": "packet"}, model=SimScenario)
+    with pytest.raises(SpecError) as err:
+        simulate(scn, fab(spec))
+    assert [p.path for p in err.value.problems] == ["failures"]
+    scn = scenario_from_dict({**body, "sim": "flow"}, model=SimScenario)
+    r = simulate(scn, fab(spec))
+    assert r.summary["finished"] and r.summary["routing"]["policy"] == "scheduled"
