@@ -241,3 +241,18 @@ def test_failures_are_refused_by_the_cell_model_and_routed_around_at_flow_level(
     scn = scenario_from_dict({**body, "sim": "flow"}, model=SimScenario)
     r = simulate(scn, fab(spec))
     assert r.summary["finished"] and r.summary["routing"]["policy"] == "scheduled"
+
+
+def test_a_voq_table_past_the_memory_limit_is_refused_before_it_is_allocated():
+    from aifabric import guard
+    from aifabric.errors import SpecError
+
+    f = fab(_k8())  # 32 edges x 128 ports = 4,096 VOQs: about 400 KB
+    guard.set_limit("64K")
+    try:
+        with pytest.raises(SpecError) as err:
+            ScheduledNet(f)
+    finally:
+        guard.set_limit(None)
+    p = err.value.problems[0]
+    assert p.path == "scheduled" and "32 x 128" in p.message and "--max-memory" in p.message

@@ -83,6 +83,12 @@ class ScheduledNet:
         SWI = np.full(n, -1, dtype=np.int64)
         SWI[sw_nodes] = np.arange(len(sw_nodes))
         P, E = len(up), len(edge_nodes)
+        from aifabric.guard import refuse
+
+        # the VOQ table and the next hops toward every edge, before they are allocated
+        refuse("scheduled", f"the cell model keeps one VOQ per edge and destination port "
+               f"({E:,} x {P:,}) and next hops from every switch to every edge",
+               8 * (E * P * L.NVQ + 3 * int(f.is_switch.sum()) * E), None)
         # fabric ports: arcs between switches, at their rate x speedup
         fab = np.flatnonzero(f.is_switch[src] & f.is_switch[dst])
         self.fabric_arcs = fab
