@@ -22,8 +22,9 @@ constraint of ``u`` x the link) and the capacities are in payload bytes:
 In a non-blocking fabric (every tier carries what the hosts below it send) the fabric
 arcs above the edge never bind under even spraying, so the allocation is the closed
 form: each edge port shared max-min among the flows through it, every rate at most
-``min(R x mtu / (mtu + header + wire), edge fabric share)``. Each transfer arrives
-``request_grant_ns`` after the path's latency: its first bytes wait for a credit.
+``min(R x mtu / (mtu + header + wire), edge fabric share)``. Each transfer through the
+network arrives ``request_grant_ns`` after the path's latency: its first bytes wait for a
+credit (one inside a host never asks).
 
 For a lone flow of ``S`` bytes between idle hosts with line rate ``R`` (and a fabric that
 does not bind): ``fct = S x (mtu + header + wire) / (mtu x R) + latency + request_grant``.
@@ -89,8 +90,14 @@ def route_scheduled(f: Fabric, dag: TransferDAG, routing: Any, nic: Any, *,
     cap = paths.capacity_gbps.copy()
     cap[kind == LinkKind.ACCESS] *= eff.host
     cap[kind >= LinkKind.LEAF_SPINE] *= eff.fabric
-    return Paths(paths.incidence, paths.conn_ptr, paths.latency_ns + sch.request_grant_ns,
-                 cap, arc_site=paths.arc_site), xconn
+    # a connection through the network waits for its first credit; one inside a host
+    # (NVLink, PCIe) never asks
+    rows = np.asarray(paths.incidence[:, kind == LinkKind.ACCESS].sum(axis=1)).ravel() > 0
+    ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
+    cs = np.concatenate([[0], np.cumsum(rows)])
+    net = (cs[ptr[1:]] - cs[ptr[:-1]]) > 0
+    lat = paths.latency_ns + np.where(net, sch.request_grant_ns, 0)
+    return Paths(paths.incidence, paths.conn_ptr, lat, cap, arc_site=paths.arc_site), xconn
 
 
 def scheduled_summary(f: Fabric, nic: Any, arc_bytes: np.ndarray | None) -> dict[str, Any]:

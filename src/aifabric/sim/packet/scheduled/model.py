@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
+from aifabric.errors import Problem, SpecError
 from aifabric.sim.packet.heap import hpush
 from aifabric.sim.packet.scheduled import layout as L
 from aifabric.sim.packet.scheduled.kernel import WAIT_BIN_PS as _WAIT_BIN_PS
@@ -57,7 +58,8 @@ class ScheduledNet:
                  log_grants: bool = False, sched: Any = None) -> None:
         sch = sched if sched is not None else f.spec.scheduled
         if sch is None:
-            raise ValueError("the fabric's spec has no scheduled section")
+            raise SpecError(Problem("scheduled", "the fabric's spec has no scheduled "
+                                    "section"))
         self.f, self.sch = f, sch
         src, dst, cap = f.arcs
         kind = np.repeat(f.links.kind, 2)
@@ -69,7 +71,8 @@ class ScheduledNet:
         up = up[np.argsort(src[up], kind="stable")]
         dn = dn[np.argsort(dst[dn], kind="stable")]
         if not np.array_equal(src[up], dst[dn]):
-            raise ValueError("every NIC port needs one access link")
+            raise SpecError(Problem("scheduled", "the cell model needs exactly one access "
+                                    "link per NIC port"))
         self.port_node = src[up].astype(np.int64)
         self.up_arc, self.dn_arc = up, dn
         n = f.n_nodes
@@ -104,6 +107,9 @@ class ScheduledNet:
         D = shortest_path(g, unweighted=True, indices=SWI[edge_nodes], directed=False)
         su, sv = SWI[src[fab]], SWI[dst[fab]]
         ok = D[:, sv] == D[:, su] - 1  # edge x arc
+        # cells never cross another edge switch on their way (edges do not transit)
+        ok &= (EDI[dst[fab]] < 0)[None, :] | (EDI[dst[fab]][None, :]
+                                               == np.arange(len(edge_nodes))[:, None])
         e_i, a_i = np.nonzero(ok)
         key = su[a_i] * E + e_i
         order = np.lexsort((fab[a_i], key))
@@ -113,7 +119,11 @@ class ScheduledNet:
         reach = np.diff(self.NHP).reshape(len(sw_nodes), E)[SWI[edge_nodes]]
         np.fill_diagonal(reach, 1)
         if (reach == 0).any():
-            raise ValueError("an edge switch cannot reach another through the fabric")
+            i, j = np.argwhere(reach == 0)[0]
+            raise SpecError(Problem("scheduled", f"edge {f.nodes.name[edge_nodes[i]]} cannot "
+                                    f"reach edge {f.nodes.name[edge_nodes[j]]} through "
+                                    "fabric-only switches; allowed: a fabric whose edges "
+                                    "reach one another over the fabric"))
         self.RR = np.zeros(len(sw_nodes) * E, dtype=np.int64)
         # host ports, their edge, the scheduler of each as a destination
         HP = np.zeros((P, L.NHOST), dtype=np.int64)
@@ -152,10 +162,12 @@ class ScheduledNet:
         C[L.RG_HALF] = sch.request_grant_ns * PS_PER_NS // 2
         rate_max = float(cap[up].max())
         headroom = int(2 * lat_ps[up].max() / PS_PER_NS * rate_max / 8) + 2 * (frame + wire)
-        # every host port of an edge may feed one VOQ: each can have a headroom in flight
-        # when it is paused
-        self.headroom_bytes = int(np.diff(self.EHP).max()) * headroom
-        C[L.XOFF] = max(sch.voq_depth_bytes - self.headroom_bytes, frame)
+        # a VOQ at XOFF pauses each host port whose frame arrives there, which then has
+        # at most its headroom in flight: a VOQ fed by k ports of its edge may pass its
+        # depth by (k - 1) headrooms (the ports' own ingress accounting is not modelled)
+        self.headroom_bytes = headroom
+        self.hosts_per_edge = int(np.diff(self.EHP).max())
+        C[L.XOFF] = max(sch.voq_depth_bytes - headroom, frame)
         C[L.XON] = max(C[L.XOFF] - 2 * frame, 0)
         C[L.P], C[L.E] = P, E
         C[L.LOG] = int(log_grants)
@@ -243,6 +255,20 @@ class ScheduledNet:
         if self.G[L.HSIZE] + 4 >= len(self.HT):
             self._grow()
         hpush(self.HT, self.G, self.now_ps, L.E_KICK, src_port, 0)
+        return i
+
+    def add_local_flow(self, size_bytes: int) -> int:
+        """A flow that never reaches the network (between GPUs of one host): a row in the
+        flow table, ports -1, started now; the caller completes it."""
+        i = self.n_flows
+        if i >= len(self.FL):
+            self.FL = _grow_rows(self.FL, max(64, 2 * len(self.FL)), -1)
+        self.n_flows += 1
+        row = self.FL[i]
+        row[:] = -1
+        row[L.L_SIZE] = max(int(size_bytes), 0)
+        row[L.L_LEFT] = row[L.L_RX] = row[L.L_TXSEQ] = row[L.L_RXSEQ] = row[L.L_INLIST] = 0
+        row[L.L_START] = row[L.L_FIRST] = self.now_ps
         return i
 
     def run(self, until_ps: int | None = None, *, once: bool = False) -> int:

@@ -39,20 +39,27 @@ class ScheduledRun(FlowRun):
 
 
 def flow_ports(f: Fabric, net: ScheduledNet, paths: Paths
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per flow row of ``paths``: its source and destination NIC ports (indices of
-    ``net.port_node``: the access arcs carrying most of it) and the latency (ps) of the
-    hops inside the hosts it crosses."""
+    ``net.port_node``: the access arcs carrying most of it; -1 for a flow inside one host),
+    the latency (ps) of the hops inside the hosts it crosses, and the slowest of those
+    hops (Gbit/s: what a flow inside one host runs at)."""
     inc = paths.incidence.tocsc()
     up = inc[:, net.up_arc]
     dn = inc[:, net.dn_arc]
-    sp_ = np.asarray(up.argmax(axis=1)).ravel()
-    dp_ = np.asarray(dn.argmax(axis=1)).ravel()
+    has = np.asarray(up.sum(axis=1)).ravel() > 0
+    sp_ = np.where(has, np.asarray(up.argmax(axis=1)).ravel(), -1)
+    dp_ = np.where(has, np.asarray(dn.argmax(axis=1)).ravel(), -1)
     kind = np.repeat(f.links.kind, 2)
-    inside = np.where(kind < LinkKind.ACCESS, arc_latency_ns(f), 0.0)
+    inner = kind < LinkKind.ACCESS
+    inside = np.where(inner, arc_latency_ns(f), 0.0)
     lat = np.asarray(paths.incidence @ inside).ravel()
-    return sp_.astype(np.int64), dp_.astype(np.int64), np.round(lat * PS_PER_NS).astype(
-        np.int64)
+    inv = np.where(inner, 1.0 / f.arcs[2], 0.0)  # the slowest inside hop: max of 1/c
+    slow = np.asarray(paths.incidence.tocsr().multiply(inv[None, :]).max(axis=1).todense())
+    slow = slow.ravel()
+    gbps = np.divide(1.0, slow, out=np.full(len(slow), np.inf), where=slow > 0)
+    return (sp_.astype(np.int64), dp_.astype(np.int64),
+            np.round(lat * PS_PER_NS).astype(np.int64), gbps)
 
 
 def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
@@ -97,7 +104,7 @@ class _Driver:
         self.dag, self.net, self.progress = dag, net, progress
         self.conn_ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
         self.xfer_conn = np.asarray(xfer_conn, dtype=np.int64)
-        self.sport, self.dport, self.inside = flow_ports(f, net, paths)
+        self.sport, self.dport, self.inside, self.inside_gbps = flow_ports(f, net, paths)
         self.npred = np.diff(dag.dep_ptr).astype(np.int64)
         self.succ_ptr, self.succ_idx = dag.successors()
         self.st_start = np.full(S, np.nan)
@@ -114,7 +121,10 @@ class _Driver:
         self.x_lat = np.zeros(T, dtype=np.int64)
         self.flow_of: list[tuple[int, int, int]] = []  # flow -> (stage, transfer, row)
         self.conn_lat = np.asarray(paths.latency_ns, dtype=np.float64)
-        self.timers: list[tuple[int, int, int]] = []  # (time ps, seq, stage)
+        # (time ps, seq, stage, what): a compute stage's end (what -1), the end of flow
+        # ``what`` inside one host (it never reaches the network), or transfer x's
+        # delivery after the hops inside its hosts (what -2 - x)
+        self.timers: list[tuple[int, int, int, int]] = []
         self.seq = 0
         self.stages_left = S
         net.on_done = self.flow_done
@@ -130,9 +140,16 @@ class _Driver:
             if r == L.R_FLOWDONE:
                 continue  # (a flow's end may have started a compute stage: new timer)
             if self.timers and (r == L.R_EMPTY or net.now_ps >= self.timers[0][0]):
-                t, _, s = heapq.heappop(self.timers)
+                t, _, s, fl = heapq.heappop(self.timers)
                 net.G[L.NOW] = max(net.now_ps, t)
-                self.finish_rep(s)
+                if fl >= 0:  # a flow inside one host is done
+                    net.FL[fl, L.L_RX] = net.FL[fl, L.L_SIZE]
+                    net.FL[fl, L.L_DONE] = net.now_ps
+                    self.flow_done(fl)
+                elif fl == -1:  # a compute stage is done
+                    self.finish_rep(s)
+                else:  # a transfer has crossed its last hops inside the host
+                    self.delivered(s, -2 - fl)
                 continue
             break  # the limit, or nothing left to happen
 
@@ -148,7 +165,7 @@ class _Driver:
         if dag.stage_kind[s] == COMPUTE:
             self.seq += 1
             heapq.heappush(self.timers, (net.now_ps + int(dag.duration_ns[s] * PS_PER_NS),
-                                         self.seq, s))
+                                         self.seq, s, -1))
             return
         n = 0
         for x in range(int(dag.xfer_ptr[s]), int(dag.xfer_ptr[s + 1])):  # one stage
@@ -162,8 +179,15 @@ class _Driver:
             self.x_lat[x] = 0
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
-                fl = net.add_flow(int(self.sport[r]), int(self.dport[r]), part)
                 self.flow_of.append((s, x, r))
+                if self.sport[r] < 0:  # inside one host (NVLink, PCIe): its own rate
+                    fl = net.add_local_flow(part)
+                    self.seq += 1
+                    dt = part * 8 / self.inside_gbps[r] if part > 0 else 0.0
+                    heapq.heappush(self.timers, (net.now_ps + round(dt * PS_PER_NS),
+                                                 self.seq, s, fl))
+                    continue
+                fl = net.add_flow(int(self.sport[r]), int(self.dport[r]), part)
                 if part <= 0:
                     self.flow_done(fl)
             n += 1
@@ -177,7 +201,16 @@ class _Driver:
         self.x_left[x] -= 1
         if self.x_left[x]:
             return
-        t = self.now_ns() + self.x_lat[x] / PS_PER_NS
+        if self.x_lat[x] > 0:  # the last hops inside the host: delivered that much later
+            self.seq += 1
+            heapq.heappush(self.timers, (self.net.now_ps + int(self.x_lat[x]), self.seq, s,
+                                         -2 - x))
+            return
+        self.delivered(s, x)
+
+    def delivered(self, s: int, x: int) -> None:
+        """Transfer ``x`` of stage ``s`` has reached its destination GPU (now)."""
+        t = self.now_ns()
         dur = t - self.rep_t0[s]
         if dur > 0:
             self.x_minr[x] = min(self.x_minr[x], float(self.dag.size_bytes[x]) * 8 / dur)
@@ -209,20 +242,28 @@ class _Driver:
         st = np.array([v[0] for v in self.flow_of[:n]], dtype=np.int64)
         xf = np.array([v[1] for v in self.flow_of[:n]], dtype=np.int64)
         net = self.net
-        names = net.f.nodes.name[net.port_node]
-        fct = fl["done_ns"] - fl["start_ns"]
-        # the idle path: every frame's wire bytes at the sender's rate, the path's latency
-        # (hosts included, and one request-grant time)
         rows = np.array([v[2] for v in self.flow_of[:n]], dtype=np.int64)
         conn = np.searchsorted(self.conn_ptr, rows, side="right") - 1
+        sp_, dp_ = fl["src_port"], fl["dst_port"]
+        local = sp_ < 0
+        nodes = net.f.nodes.name
+        pn = net.port_node
+        gs = nodes[self.dag.src[xf]] if n else np.zeros(0, dtype=object)
+        gd = nodes[self.dag.dst[xf]] if n else np.zeros(0, dtype=object)
+        src = np.where(local, gs, nodes[pn[np.maximum(sp_, 0)]]).astype(object)
+        dst = np.where(local, gd, nodes[pn[np.maximum(dp_, 0)]]).astype(object)
+        fct = fl["done_ns"] - fl["start_ns"] + self.inside[rows] / PS_PER_NS
+        # the idle path: every frame's wire bytes at the sender's rate plus the path's
+        # latency (hosts included, and one request-grant time); inside one host: the
+        # bytes at the slowest hop plus the hops' latency
         size = fl["size_bytes"].astype(np.float64)
         frames = np.ceil(size / net.mtu)
         wire = size + frames * (net.header + net.wire)
-        ppb = net.PPBH[fl["src_port"]] / PS_PER_NS if n else np.zeros(0)
-        ideal = wire * ppb + (self.conn_lat[conn] if n else 0.0)  # (request-grant in it)
-        fct = fct + self.inside[rows] / PS_PER_NS if n else fct
+        ppb = net.PPBH[np.maximum(sp_, 0)] / PS_PER_NS
+        lat = self.conn_lat[conn] if n else np.zeros(0)
+        ideal = np.where(local, size * 8 / self.inside_gbps[rows] + lat, wire * ppb + lat)
         return {"qp": np.arange(n), "stage": st, "transfer": xf,
-                "src": names[fl["src_port"]], "dst": names[fl["dst_port"]],
+                "src": src, "dst": dst,
                 "size_bytes": fl["size_bytes"], "start_ns": fl["start_ns"],
                 "first_tx_ns": fl["first_tx_ns"], "last_rx_ns": fl["done_ns"],
                 "fct_ns": fct, "ideal_ns": ideal,
