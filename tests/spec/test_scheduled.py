@@ -117,3 +117,11 @@ def test_two_and_three_tier_families_take_a_scheduled_fabric(tmp_path, family):
                  "scheduled: {}\n")
     s = scheduled_elements(build_fabric(load_spec(p)))
     assert s["edge_switches"] >= 1 and s["fabric_switches"] >= 1
+
+
+def test_plan_compare_adds_the_scheduled_rows_only_when_a_spec_has_them(cli):
+    plain = EXAMPLES / "scenarios" / "scheduled" / "fat-tree-k8.yaml"
+    r = cli("plan", "--compare", K8, plain, "--no-bisection")
+    assert r.code == 0 and "scheduled: cell overhead" in r.out and "10.82%" in r.out
+    r = cli("plan", "--compare", plain, plain, "--no-bisection")
+    assert r.code == 0 and "scheduled:" not in r.out

@@ -130,7 +130,20 @@ def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
         t.add_column(p["name"], justify="right")
     for label, get in _COMPARE_ROWS:
         t.add_row(label, *[get(p) for p in plans])
+    if any(p.get("scheduled") for p in plans):  # a scheduled fabric among them
+        for label, key, fmt in _SCHEDULED_ROWS:
+            t.add_row(label, *[fmt(p["scheduled"][key]) if p.get("scheduled") else "-"
+                               for p in plans])
     return t
+
+
+#: rows ``plan --compare`` adds when a spec has a scheduled section
+_SCHEDULED_ROWS: list[tuple[str, str, Any]] = [
+    ("scheduled: edge switches", "edge_switches", lambda v: f"{v:,}"),
+    ("scheduled: fabric-only switches", "fabric_switches", lambda v: f"{v:,}"),
+    ("scheduled: cell overhead", "cell_overhead_percent", lambda v: f"{v:.2f}%"),
+    ("scheduled: usable bandwidth", "usable_gbps", _gbps),
+]
 
 
 #: columns of the candidates table; oversub lists each tier's ratio (tor / agg / core)
