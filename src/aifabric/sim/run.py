@@ -422,9 +422,13 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
                                        failures=scn.failures or None, seed=seed,
                                        pinned=wl.pinned or None)
+        from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS
+
         run = run_scheduled(dag, f, paths, xconn, scn.packet.nic, arc_group=groups,
                             n_groups=len(gnames), progress=progress,
-                            until_ns=scn.packet.until_ms * 1e6)
+                            until_ns=scn.packet.until_ms * 1e6,
+                            max_events=DEFAULT_MAX_EVENTS if max_events is None
+                            else max_events)
     elif scn.sim == "packet":
         from aifabric.sim.packet.config import effective_packet_config
         from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS, run_packet

@@ -278,3 +278,22 @@ def test_a_ring_allreduce_with_nvlink_hops_matches_the_flow_closed_form():
     fct = res["packet"].tables["packet_fct"]
     assert len(fct["fct_ns"]) == 512 * 126 and np.isfinite(fct["fct_ns"]).all()
     assert res["packet"].summary["scheduled"]["cells"]["frames_local"] > 0
+
+
+def test_the_event_estimate_is_close_and_a_run_past_max_events_is_refused(cli, tmp_path):
+    """The estimate (frames x (7 + 2 x cells x fabric links)) is within 5% of the events
+    the run takes; ``--max-events`` below it is one line naming the option, exit 2,
+    nothing written."""
+    spec = _k8()
+    traffic = [{"pattern": "permutation", "gpus": "all", "size_bytes": 500_000}]
+    r = _scn(spec, traffic, "packet")
+    s = r.summary["scheduled"]
+    assert s["estimated_events"] == pytest.approx(s["events"], rel=0.05)
+    from tests.conftest import EXAMPLES
+
+    out = tmp_path / "o"
+    res = cli("simulate", EXAMPLES / "scenarios/scheduled/permutation-scheduled.yaml",
+              "--max-events", "1e5", "--out", out)
+    assert res.code == 2 and "--max-events:" in res.err and "cell-level" in res.err
+    assert len([ln for ln in res.err.splitlines() if ln.strip()]) == 1
+    assert not out.exists()

@@ -14,12 +14,14 @@ scheduled fabric's own figures (:meth:`ScheduledNet.metrics`) plus one row per f
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from aifabric.errors import Problem, SpecError
 from aifabric.sim.flow.engine import FlowRun, Paths
 from aifabric.sim.packet.scheduled import layout as L
 from aifabric.sim.packet.scheduled.model import PS_PER_NS, ScheduledNet
@@ -27,7 +29,8 @@ from aifabric.sim.paths import arc_latency_ns
 from aifabric.topology.fabric import Fabric, LinkKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
-__all__ = ["ScheduledRun", "attach_scheduled_results", "flow_ports", "run_scheduled"]
+__all__ = ["ScheduledRun", "attach_scheduled_results", "estimate_scheduled_events",
+           "flow_ports", "run_scheduled"]
 
 
 @dataclass
@@ -62,13 +65,59 @@ def flow_ports(f: Fabric, net: ScheduledNet, paths: Paths
             np.round(lat * PS_PER_NS).astype(np.int64), gbps)
 
 
+def estimate_scheduled_events(dag: TransferDAG, f: Fabric, paths: Paths,
+                              xfer_conn: np.ndarray, nic: Any) -> dict[str, float]:
+    """What a cell-level run of ``dag`` will cost, before it runs: ``events`` = every
+    network frame x (7 + 2 x its cells x the fabric links its cells cross; a cell is two
+    events per link: sent, arrived) + one per flow inside a host, every repetition
+    counted; with the ``frames`` and ``cells`` it comes from."""
+    sch = f.spec.scheduled
+    assert sch is not None
+    xc = np.asarray(xfer_conn, dtype=np.int64)
+    if dag.n_transfers == 0 or len(xc) == 0:
+        return {"events": 0.0, "frames": 0.0, "cells": 0.0}
+    kind = np.repeat(f.links.kind, 2)
+    inc = paths.incidence.tocsr()
+    fab_hops = np.asarray(inc[:, kind >= LinkKind.LEAF_SPINE].sum(axis=1)).ravel()
+    net_row = np.asarray(inc[:, kind == LinkKind.ACCESS].sum(axis=1)).ravel() > 0
+    ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
+    lo, hi = ptr[xc], ptr[xc + 1]
+    k = np.maximum(hi - lo, 1).astype(np.float64)
+    first = np.minimum(lo, max(len(fab_hops) - 1, 0))
+    hops = fab_hops[first] if len(fab_hops) else np.zeros(len(xc))
+    net = net_row[first] if len(net_row) else np.zeros(len(xc), dtype=bool)
+    reps = dag.repeat[dag.xfer_stage].astype(np.float64)
+    mtu = int(nic.mtu_payload_bytes)
+    frames = reps * np.ceil(np.asarray(dag.size_bytes, np.float64) / k / mtu) * k
+    cells = math.ceil((mtu + int(nic.header_bytes)) / (sch.cell_bytes - sch.cell_header_bytes))
+    ev = np.where(net, frames * (7 + 2 * cells * hops), reps * k)
+    return {"events": float(ev.sum()), "frames": float(frames[net].sum()),
+            "cells": float((frames * cells)[net & (hops > 0)].sum())}
+
+
+def _duration(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min"
+
+
 def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                   nic: Any, *, arc_group: np.ndarray | None = None, n_groups: int = 1,
                   progress: Callable[[int], None] | None = None,
-                  until_ns: float | None = None) -> ScheduledRun:
+                  until_ns: float | None = None,
+                  max_events: float | None = None) -> ScheduledRun:
     """Simulate ``dag`` on the scheduled fabric of ``f``; ``paths`` as routed by
     :func:`aifabric.sim.paths.route_dag` (``policy: spray``), ``nic`` the scenario's
-    ``packet.nic`` (frame sizes)."""
+    ``packet.nic`` (frame sizes). A run estimated above ``max_events`` events
+    (:func:`estimate_scheduled_events`; None: no limit) is refused before it starts."""
+    est = estimate_scheduled_events(dag, f, paths, xfer_conn, nic)
+    if max_events is not None and est["events"] > max_events:
+        raise SpecError(Problem("--max-events", (
+            f"this cell-level run is estimated at {est['events']:.3g} events "
+            f"({est['frames']:.3g} frames through the edges, {est['cells']:.3g} cells "
+            f"over the fabric), above the limit of {max_events:.3g} (roughly "
+            f"{_duration(est['events'] / 1e6)} at ~1 M events/s); shrink the run: "
+            "smaller size_bytes, fewer GPUs or hosts, fewer repeats, larger cells "
+            "(scheduled.cell_bytes), the flow-level closed form (--sim flow), or raise "
+            "--max-events")))
     net = ScheduledNet(f, mtu=int(nic.mtu_payload_bytes), header=int(nic.header_bytes),
                        wire=int(nic.wire_overhead_bytes))
     d = _Driver(dag, net, paths, xfer_conn, progress, f)
@@ -84,6 +133,7 @@ def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarr
     tg = np.bincount(group, weights=arc_bytes, minlength=n_groups).reshape(1, -1)
     bott = np.where(np.isfinite(d.x_end), net.dn_arc[d.x_dport], -1).astype(np.int64)
     m = net.metrics()
+    m["estimated_events"] = int(est["events"])
     m["invariants"] = {"bytes_sent": int(net.FL[:net.n_flows, L.L_SIZE].sum()),
                        "bytes_delivered": int(net.FL[:net.n_flows, L.L_RX].sum())}
     return ScheduledRun(
@@ -290,7 +340,7 @@ def attach_scheduled_results(res: Any, run: ScheduledRun, f: Fabric) -> Any:
     res.summary["packet"] = {
         "drops": 0, "retx_bytes": 0, "ecn_marks": 0, "cnps": 0,
         "pfc_frames": 2 * pz["pauses"], "pause_ns": pz["paused_ns"], "alarms": [],
-        "deadlocks": [], "estimated_events": m["events"], "paused_queues": 0,
+        "deadlocks": [], "estimated_events": m["estimated_events"], "paused_queues": 0,
         "max_pause_ratio": 0.0, "longest_pause_ns": 0.0, "pauses": [],
         "fct": fct_summary(run.flows)}
     return res
