@@ -313,9 +313,10 @@ class ScheduledNet:
                 "delivered_bytes": FL[:, L.L_RX].copy()}
 
     def metrics(self) -> dict[str, Any]:
-        """What the run says about the scheduled fabric (docs/packet.md, "Scheduled
-        fabric"): VOQ depth, grant latency, fabric queue occupancy, reorder buffer use,
-        cell overhead, PFC toward hosts, and the invariants (frames out of order, bytes)."""
+        """What the run says about the scheduled fabric (docs/scheduled.md): VOQ depth,
+        grant latency, fabric queue occupancy, reorder buffer use, cell overhead, PFC
+        toward hosts, the edge ports' queues toward the hosts, and the frames that reached
+        a host out of order (none)."""
         G, HP, VQ, AP = self.G, self.HP, self.VQ, self.AP
         sch = self.sch
         used = VQ[:, L.V_MAX] > 0
@@ -331,14 +332,15 @@ class ScheduledNet:
         pay = int(G[L.PAY_BYTES])
         paused = HP[:, L.H_PAUSEDPS] + np.where(HP[:, L.H_PAUSED] != 0,
                                                  self.now_ps - HP[:, L.H_PSINCE], 0)
-        cell_pay = fab and int(AP[self.fabric_arcs, L.A_TXB].sum())
+        cell_pay = int(AP[self.fabric_arcs, L.A_TXB].sum())
         return {
             "voq": {"max_bytes": int(vmax.max()) if len(vmax) else 0,
                     "p99_bytes": float(np.percentile(vmax, 99)) if len(vmax) else 0.0,
                     "used": int(used.sum()), "depth_bytes": sch.voq_depth_bytes},
             "grant_latency_ns": {
-                "mean": round(G[L.WAIT_SUM] / n_wait / PS_PER_NS, 3) if n_wait else 0.0,
-                "p99": p99, "max": round(G[L.WAIT_MAX] / PS_PER_NS, 3),
+                "mean": round(float(G[L.WAIT_SUM]) / n_wait / PS_PER_NS, 3) if n_wait
+                else 0.0,
+                "p99": p99, "max": round(float(G[L.WAIT_MAX]) / PS_PER_NS, 3),
                 "request_grant_ns": sch.request_grant_ns},
             "fabric_queue": {"max_bytes": int(fq.max()) if len(fq) else 0,
                              "p99_bytes": float(np.percentile(fq, 99)) if len(fq) else 0.0,
@@ -356,6 +358,7 @@ class ScheduledNet:
                       "fabric_payload_bytes": pay,
                       "overhead_bytes": fab - pay,
                       "host_link_overhead_bytes": int(G[L.HOST_OVH])},
+            "egress_queue_max_bytes": int(HP[:, L.H_EGQMAX].max()) if len(HP) else 0,
             "pfc_to_hosts": {"pauses": int(G[L.PAUSES]),
                              "paused_ns": float(paused.sum() / PS_PER_NS),
                              "ports_paused": int((HP[:, L.H_PAUSES] > 0).sum())},
