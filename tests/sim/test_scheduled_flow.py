@@ -100,3 +100,14 @@ def test_an_incast_shares_the_receivers_port_max_min():
     x = _xfer(r)
     assert len(x["min_rate_gbps"]) == 32
     assert x["min_rate_gbps"] == pytest.approx(R * HOST_EFF / 32, rel=1e-6)
+
+
+def test_simulate_prints_and_reports_the_closed_form_line(cli, tmp_path):
+    from tests.conftest import EXAMPLES
+
+    out = tmp_path / "rep"
+    r = cli("simulate", EXAMPLES / "scenarios" / "permutation-scheduled.yaml", "--out", out)
+    assert r.code == 0, r.err
+    assert "routing scheduled" in r.out
+    assert "scheduled fabric (closed form): 18 cells per frame" in r.out
+    assert "scheduled fabric (closed form)" in (out / "report.md").read_text()

@@ -9,7 +9,7 @@ import numpy as np
 from aifabric.sim.results import SimResult
 
 __all__ = ["ANALYTIC_PEAK", "COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows",
-           "group_comparison", "peak_label", "render_markdown",
+           "group_comparison", "peak_label", "render_markdown", "scheduled_line",
            "shown_notice"]
 
 #: collectives compared side by side (the first ones of each result)
@@ -145,6 +145,28 @@ def group_comparison(results: list[SimResult], title: str) -> str:
     if note:
         parts.append(note + ".")
     return "\n\n".join(parts)
+
+
+def scheduled_line(sc: dict[str, Any]) -> str:
+    """A scheduled fabric's figures as one line (console and report): the cell model's
+    VOQs, grant latency, fabric queues, reorder buffers, cells and PFC; or the closed
+    form's cells and efficiencies."""
+    if "voq" in sc:
+        g, fq, ro, c = sc["grant_latency_ns"], sc["fabric_queue"], sc["reorder"], sc["cells"]
+        return (f"scheduled fabric (cells): VOQ max {_bytes(sc['voq']['max_bytes'])}; grant "
+                f"latency mean {g['mean'] / 1e3:.2f} us, p99 {g['p99'] / 1e3:.2f} us; fabric "
+                f"queue max {_bytes(fq['max_bytes'])} (window {_bytes(fq['window_bytes'])}), "
+                f"no PFC inside; reorder buffer max {_bytes(ro['max_bytes'])} of "
+                f"{_bytes(ro['buffer_bytes'])}, {ro['frames_delivered_out_of_order']} frames "
+                f"out of order at the hosts; {c['cells']:,} cells ({c['cells_per_frame']} per "
+                f"frame), overhead {_bytes(c['overhead_bytes'])}; "
+                f"{sc['pfc_to_hosts']['pauses']:,} PFC pauses toward hosts")
+    return (f"scheduled fabric (closed form): {sc['cells_per_frame']} cells per frame, cell "
+            f"efficiency {100 * sc['cell_efficiency']:.1f}%, host links "
+            f"{100 * sc['host_link_efficiency']:.1f}%, speedup {sc['speedup']:g}x, "
+            f"request-grant {sc['request_grant_ns']:,} ns"
+            + (f"; cell overhead {_bytes(sc['cell_overhead_bytes'])}"
+               if "cell_overhead_bytes" in sc else ""))
 
 
 def _bytes_or_dash(v: float) -> str:
@@ -305,6 +327,8 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             f"{v['median_ratio'] if v['median_ratio'] is None else round(v['median_ratio'], 2)}"
             f", max {v['max_ratio'] if v['max_ratio'] is None else round(v['max_ratio'], 2)}, "
             f"{v['one_port_idle']} with one port idle" for k, v in tp.items()))
+    if "scheduled" in s:
+        parts.append(scheduled_line(s["scheduled"]) + " (docs/scheduled.md).")
     if "packet" in s:
         pk = s["packet"]
         parts.append(f"Packet level: {packet_counts(pk)} in total.")

@@ -297,3 +297,12 @@ def test_the_event_estimate_is_close_and_a_run_past_max_events_is_refused(cli, t
     assert res.code == 2 and "--max-events:" in res.err and "cell-level" in res.err
     assert len([ln for ln in res.err.splitlines() if ln.strip()]) == 1
     assert not out.exists()
+
+
+def test_simulate_prints_the_cell_models_line(cli):
+    from tests.conftest import EXAMPLES
+
+    r = cli("simulate", EXAMPLES / "scenarios/scheduled/incast-scheduled.yaml")
+    assert r.code == 0, r.err
+    line = next(ln for ln in r.out.splitlines() if ln.startswith("scheduled fabric (cells)"))
+    assert "no PFC inside" in line and "0 frames out of order at the hosts" in line
