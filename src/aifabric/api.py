@@ -195,6 +195,7 @@ class Plan:
     hops: dict[str, Any]
     bisection_gbps: float | None = None
     bisection_gbps_per_gpu: float | None = None
+    scheduled: dict[str, Any] | None = None  # a scheduled fabric's elements (spec.scheduled)
     _data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod

@@ -71,9 +71,37 @@ def _render(p: dict[str, Any]) -> None:
     for kind in PAIR_KINDS:
         hp.add_row(kind.replace("_", " "), _hops(p["hops"][kind]))
     console.print(sw, lk, cab, hp)
+    if p.get("scheduled"):
+        _render_scheduled(p["scheduled"])
     if "bisection_gbps" in p:
         console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
                       f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
+
+
+def _render_scheduled(s: dict[str, Any]) -> None:
+    """The scheduled fabric's elements, cell overhead and usable bandwidth."""
+    t = Table(title="scheduled fabric (VOQs, credits, cells)", title_justify="left")
+    t.add_column("element")
+    t.add_column("", justify="right")
+    t.add_row("edge switches (VOQs, credits, reorder)", f"{s['edge_switches']:,}")
+    t.add_row("VOQs per edge (one per destination port)",
+              f"{s['voqs_per_edge']:,} x {s['voq_depth_bytes']:,} B")
+    t.add_row("host ports / fabric uplinks per edge",
+              f"{s['host_ports_per_edge']} / {s['fabric_uplinks_per_edge']}")
+    t.add_row("fabric-only switches (cells only)", f"{s['fabric_switches']:,}")
+    t.add_row("cell (header)", f"{s['cell_bytes']} B ({s['cell_header_bytes']} B)")
+    t.add_row(f"cells per {s['frame_bytes']} B RoCE frame", str(s["cells_per_frame"]))
+    t.add_row("cell overhead", f"{s['cell_overhead_percent']:.2f}%")
+    t.add_row("fabric speedup", f"{s['speedup']:g}x")
+    t.add_row("fabric / host bandwidth per edge",
+              f"{_gbps(s['fabric_gbps_per_edge'])} / {_gbps(s['host_gbps_per_edge'])}")
+    t.add_row("usable bandwidth (share of host ports)",
+              f"{_gbps(s['usable_gbps'])} ({100 * s['usable_fraction']:.1f}%)")
+    t.add_row("spray / toward hosts", f"{s['spray']} / {s['host_protocol']} (PFC, ECN)")
+    t.add_row("request-grant / grant window",
+              f"{s['request_grant_ns']:,} ns / {s['grant_window_bytes']:,} B")
+    t.add_row("reorder buffer per egress port", f"{s['reorder_buffer_bytes']:,} B")
+    console.print(t)
 
 
 _COMPARE_ROWS: list[tuple[str, Any]] = [
@@ -102,7 +130,20 @@ def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
         t.add_column(p["name"], justify="right")
     for label, get in _COMPARE_ROWS:
         t.add_row(label, *[get(p) for p in plans])
+    if any(p.get("scheduled") for p in plans):  # a scheduled fabric among them
+        for label, key, fmt in _SCHEDULED_ROWS:
+            t.add_row(label, *[fmt(p["scheduled"][key]) if p.get("scheduled") else "-"
+                               for p in plans])
     return t
+
+
+#: rows ``plan --compare`` adds when a spec has a scheduled section
+_SCHEDULED_ROWS: list[tuple[str, str, Any]] = [
+    ("scheduled: edge switches", "edge_switches", lambda v: f"{v:,}"),
+    ("scheduled: fabric-only switches", "fabric_switches", lambda v: f"{v:,}"),
+    ("scheduled: cell overhead", "cell_overhead_percent", lambda v: f"{v:.2f}%"),
+    ("scheduled: usable bandwidth", "usable_gbps", _gbps),
+]
 
 
 #: columns of the candidates table; oversub lists each tier's ratio (tor / agg / core)

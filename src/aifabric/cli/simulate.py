@@ -148,6 +148,10 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
     console.print(f"engine: {e['transfers']:,} transfers in {e['stages']:,} stages, "
                   f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
                   f"{e['repetitions_reused']:,} repeated steps reused")
+    if "scheduled" in s:
+        from aifabric.report.markdown import scheduled_line
+
+        console.print(scheduled_line(s["scheduled"]), markup=False, soft_wrap=True)
     if "packet" in s:
         _print_packet(s["packet"], where("packet_fct"))
 

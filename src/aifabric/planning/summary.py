@@ -223,6 +223,10 @@ def plan_fabric(f: Fabric, *, bisection: bool = True) -> dict[str, Any]:
             for k, name in _TIER_NAMES.items() if (nodes.kind == k).any()},
         "hops": pair_hops(f),
     }
+    if spec.scheduled is not None:  # (a key only in a scheduled fabric's plan)
+        from aifabric.topology.scheduled import scheduled_elements
+
+        out["scheduled"] = scheduled_elements(f)
     if bisection:
         bis = bisection_gbps(f)
         out["bisection_gbps"] = bis

@@ -9,7 +9,7 @@ import numpy as np
 from aifabric.sim.results import SimResult
 
 __all__ = ["ANALYTIC_PEAK", "COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows",
-           "group_comparison", "peak_label", "render_markdown",
+           "group_comparison", "peak_label", "render_markdown", "scheduled_line",
            "shown_notice"]
 
 #: collectives compared side by side (the first ones of each result)
@@ -92,6 +92,11 @@ def _comparison(results: list[SimResult]) -> list[tuple[str, list[float], Any, b
     if all(x is not None for x in tp):
         add("NICs receiving on one port only", [float(x) for x in tp], lambda v: f"{v:,.0f}",
             True)
+    if any("scheduled" in r.summary for r in results):  # a scheduled fabric compared
+        add("tail FCT (p99 of transfers)", [_tail_fct(r) for r in results], fmt_ms, True)
+        add("fabric queue max", [_fabric_queue_max(r) for r in results], _bytes_or_dash, True)
+        add("overhead bytes (headers, cells, ACKs)", [_overhead_bytes(r) for r in results],
+            _bytes_or_dash, True)
     return rows
 
 
@@ -140,6 +145,85 @@ def group_comparison(results: list[SimResult], title: str) -> str:
     if note:
         parts.append(note + ".")
     return "\n\n".join(parts)
+
+
+def scheduled_line(sc: dict[str, Any]) -> str:
+    """A scheduled fabric's figures as one line (console and report): the cell model's
+    VOQs, grant latency, fabric queues, reorder buffers, cells and PFC; or the closed
+    form's cells and efficiencies."""
+    if "voq" in sc:
+        g, fq, ro, c = sc["grant_latency_ns"], sc["fabric_queue"], sc["reorder"], sc["cells"]
+        return (f"scheduled fabric (cells): VOQ max {_bytes(sc['voq']['max_bytes'])}; grant "
+                f"latency mean {g['mean'] / 1e3:.2f} us, p99 {g['p99'] / 1e3:.2f} us; fabric "
+                f"queue max {_bytes(fq['max_bytes'])} (window {_bytes(fq['window_bytes'])}), "
+                f"no PFC inside; reorder buffer max {_bytes(ro['max_bytes'])} of "
+                f"{_bytes(ro['buffer_bytes'])}, {ro['frames_delivered_out_of_order']} frames "
+                f"out of order at the hosts; {c['cells']:,} cells ({c['cells_per_frame']} per "
+                f"frame), overhead {_bytes(c['overhead_bytes'])}; "
+                f"{sc['pfc_to_hosts']['pauses']:,} PFC pauses toward hosts")
+    return (f"scheduled fabric (closed form): {sc['cells_per_frame']} cells per frame, cell "
+            f"efficiency {100 * sc['cell_efficiency']:.1f}%, host links "
+            f"{100 * sc['host_link_efficiency']:.1f}%, speedup {sc['speedup']:g}x, "
+            f"request-grant {sc['request_grant_ns']:,} ns"
+            + (f"; cell overhead {_bytes(sc['cell_overhead_bytes'])}"
+               if "cell_overhead_bytes" in sc else ""))
+
+
+def _bytes_or_dash(v: float) -> str:
+    return _bytes(v) if np.isfinite(v) else "-"
+
+
+def _tail_fct(r: SimResult) -> float:
+    """The 99th percentile of the transfers' times (delivery - start), ns."""
+    t = r.tables.get("transfers", {})
+    d = np.asarray(t.get("end_ns", []), float) - np.asarray(t.get("start_ns", []), float)
+    d = d[np.isfinite(d)]
+    return float(np.percentile(d, 99)) if len(d) else float("nan")
+
+
+def _fabric_tier_arcs(r: SimResult) -> np.ndarray:
+    lk = r.tables.get("links", {})
+    tier = np.asarray(lk.get("tier", []), dtype=object)
+    fab = np.array([str(t).startswith(("leaf_spine", "spine_core")) for t in tier], bool)
+    arcs = 2 * np.asarray(lk.get("link", []), np.int64) + (
+        np.asarray(lk.get("direction", []), dtype=object) == "down")
+    return arcs[fab] if len(fab) else np.zeros(0, np.int64)
+
+
+def _fabric_queue_max(r: SimResult) -> float:
+    """The deepest queue of a port between switches (bytes): a scheduled fabric's own
+    figure, a RoCE packet run's from its port samples; NaN for flow-level runs."""
+    s = r.summary
+    if "scheduled" in s and "fabric_queue" in s["scheduled"]:
+        return float(s["scheduled"]["fabric_queue"]["max_bytes"])
+    q = r.tables.get("packet_queues")
+    if q is None:
+        return float("nan")
+    sel = np.isin(np.asarray(q["arc"], np.int64), _fabric_tier_arcs(r))
+    qb = np.asarray(q["queue_bytes"], float)[sel]
+    return float(qb.max()) if len(qb) else 0.0
+
+
+def _overhead_bytes(r: SimResult) -> float:
+    """Bytes put on the wire beyond the payload: a scheduled fabric's frame headers and
+    cell headers/padding; a RoCE packet run's sending-host link bytes beyond the payload
+    (frame headers, ACKs, CNPs, retransmissions); NaN where the run does not say."""
+    s = r.summary
+    if "scheduled" in s:
+        sc = s["scheduled"]
+        if "cells" in sc:
+            return float(sc["cells"]["overhead_bytes"] + sc["cells"]["host_link_overhead_bytes"])
+        if "cell_overhead_bytes" in sc:
+            return float(sc["cell_overhead_bytes"] + sc["host_overhead_bytes"])
+        return float("nan")
+    if "packet" not in s:
+        return float("nan")
+    lk, t = r.tables.get("links", {}), r.tables.get("transfers", {})
+    up = np.asarray(lk.get("tier", []), dtype=object) == "access up"
+    sent = float(np.asarray(lk.get("bytes", []), float)[up].sum())
+    pay = float((np.asarray(t.get("size_bytes", []), float)
+                 * np.asarray(t.get("repeat", []), float)).sum())
+    return sent - pay
 
 
 def comparison_notice(results: list[SimResult]) -> str:
@@ -243,6 +327,8 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             f"{v['median_ratio'] if v['median_ratio'] is None else round(v['median_ratio'], 2)}"
             f", max {v['max_ratio'] if v['max_ratio'] is None else round(v['max_ratio'], 2)}, "
             f"{v['one_port_idle']} with one port idle" for k, v in tp.items()))
+    if "scheduled" in s:
+        parts.append(scheduled_line(s["scheduled"]) + " (docs/scheduled.md).")
     if "packet" in s:
         pk = s["packet"]
         parts.append(f"Packet level: {packet_counts(pk)} in total.")

@@ -397,11 +397,38 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     groups, gnames = arc_groups(f)
     routing = effective_routing(scn, f)
     seed = int(getattr(scn, "seed", 0) or 0)
-    paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
-                             pinned=wl.pinned or None)
+    if f.spec.scheduled is not None and scn.sim != "packet":  # GSE/DSF: the closed form
+        from aifabric.sim.scheduled import route_scheduled
+
+        paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
+                                       failures=scn.failures or None, seed=seed,
+                                       pinned=wl.pinned or None)
+    else:
+        paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
+                                 pinned=wl.pinned or None)
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))
+    elif scn.sim == "packet" and f.spec.scheduled is not None:  # GSE/DSF, cell by cell
+        from aifabric.sim.packet.scheduled.run import run_scheduled
+        from aifabric.sim.scheduled import route_scheduled
+
+        if scn.failures:
+            raise SpecError(Problem("failures", "the scheduled fabric's cell model sprays "
+                                    "over every fabric link and has no failed links; "
+                                    "allowed: sim: flow (it routes around failures), or no "
+                                    "failures"))
+
+        paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
+                                       failures=scn.failures or None, seed=seed,
+                                       pinned=wl.pinned or None)
+        from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS
+
+        run = run_scheduled(dag, f, paths, xconn, scn.packet.nic, arc_group=groups,
+                            n_groups=len(gnames), progress=progress,
+                            until_ns=scn.packet.until_ms * 1e6,
+                            max_events=DEFAULT_MAX_EVENTS if max_events is None
+                            else max_events)
     elif scn.sim == "packet":
         from aifabric.sim.packet.config import effective_packet_config
         from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS, run_packet
@@ -421,11 +448,22 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
+    if f.spec.scheduled is not None and scn.sim != "packet":
+        from aifabric.sim.scheduled import scheduled_summary
+
+        res.summary["routing"]["policy"] = "scheduled"
+        res.summary["scheduled"] = {
+            "model": "closed form: max-min over edge ports and cell overhead",
+            **scheduled_summary(f, scn.packet.nic, getattr(run, "arc_bytes", None))}
     if wl.chakra is not None:
         res.summary["chakra"] = wl.chakra
     if wl.notes:
         res.summary["notes"] = list(wl.notes)
-    if scn.sim == "packet":
+    if scn.sim == "packet" and f.spec.scheduled is not None:
+        from aifabric.sim.packet.scheduled.run import attach_scheduled_results
+
+        attach_scheduled_results(res, run, f)  # type: ignore[arg-type]
+    elif scn.sim == "packet":
         from aifabric.sim.packet.results import attach_packet_results
 
         attach_packet_results(res, run)  # type: ignore[arg-type]

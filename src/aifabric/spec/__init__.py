@@ -18,6 +18,7 @@ from aifabric.spec.models import (
     SwitchModel,
     SwitchRole,
 )
+from aifabric.spec.scheduled import ScheduledFabric
 
 __all__ = [
     "BUILTIN_SWITCH_MODELS",
@@ -31,6 +32,7 @@ __all__ = [
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
+    "ScheduledFabric",
     "SingleTorTopology",
     "Spec",
     "SwitchModel",

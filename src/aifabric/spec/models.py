@@ -18,6 +18,7 @@ from aifabric.spec.base import StrictModel
 from aifabric.spec.deploy import Deploy
 from aifabric.spec.infiniband import InfiniBand
 from aifabric.spec.names import Name, Text
+from aifabric.spec.scheduled import SCHEDULED_FAMILIES, ScheduledFabric, field_error
 
 __all__ = [
     "BUILTIN_SWITCH_MODELS",
@@ -322,6 +323,9 @@ class Spec(_Strict):
         "InfiniBand (docs/infiniband.md)")
     infiniband: InfiniBand = Field(default_factory=InfiniBand,
                                    description="how an InfiniBand fabric is run")
+    scheduled: ScheduledFabric | None = Field(
+        default=None, description="a scheduled fabric (GSE/DSF): VOQs and credits at the "
+        "edge, cells sprayed over the fabric (aifabric.spec.scheduled)")
 
     @model_validator(mode="after")
     def _infiniband_consistent(self) -> Spec:
@@ -337,6 +341,21 @@ class Spec(_Strict):
             raise ValidationError.from_exception_data(type(self).__name__, [
                 InitErrorDetails(type=PydanticCustomError("infiniband", m), loc=loc,
                                  input={}) for loc, m in errors])
+        return self
+
+    @model_validator(mode="after")
+    def _scheduled_family(self) -> Spec:
+        if self.scheduled is not None and self.topology.family not in SCHEDULED_FAMILIES:
+            raise field_error(
+                "Spec", "scheduled", f"family {self.topology.family} has no separate edge "
+                "for a scheduled fabric (its dual-ToR segments put each NIC behind two ToRs "
+                "sharing one address, so no one egress switch owns a destination port); "
+                f"allowed: {', '.join(SCHEDULED_FAMILIES)}", self.topology.family)
+        if self.scheduled is not None and self.transport != "roce":
+            raise field_error(
+                "Spec", "scheduled", "a scheduled fabric is an Ethernet fabric (its edge "
+                "speaks RoCE to the hosts); allowed with transport: roce only",
+                self.transport)
         return self
 
     def switch_model(self, name: str) -> SwitchModel | None:

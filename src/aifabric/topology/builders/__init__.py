@@ -30,7 +30,12 @@ def register(family: str) -> Callable[[Builder], Builder]:
 
 def build_fabric(spec: Spec) -> Fabric:
     """Build the fabric described by ``spec`` (raises SpecError if it cannot be built)."""
-    return BUILDERS[spec.topology.family](spec)
+    f = BUILDERS[spec.topology.family](spec)
+    if spec.scheduled is not None:  # a scheduled fabric: its edge and reorder buffers
+        from aifabric.topology.scheduled import check_scheduled
+
+        check_scheduled(f)
+    return f
 
 
 # the families register themselves on import
