@@ -380,7 +380,7 @@ class NsccParams(_Strict):
         default=None, gt=0, le=100_000, description="the network's largest unloaded RTT, "
         "which scales every constant and is each QP's first base RTT (uet-htsim: "
         "network_max_unloaded_rtt); default: the largest base RTT of the run's QPs")
-    reference_gbps: float = Field(default=100.0, gt=0, le=MAX_RATE_MBPS / 1000,
+    reference_gbps: float = Field(default=100.0, ge=1, le=MAX_RATE_MBPS / 1000,
                                   description="UEC's reference network for scaling: 100 "
                                   "Gbit/s ...")
     reference_rtt_us: float = Field(default=12.0, gt=0, le=100_000,
@@ -429,7 +429,7 @@ class RcccParams(_Strict):
     remaining bytes need. Defaults: uet-htsim's (``UecPullPacer`` at 0.99 of the line rate,
     ``UecSink::_mtus_per_pull`` 4, a 1.5 BDP first window)."""
 
-    receiver_gbps: float | None = Field(default=None, gt=0, le=MAX_RATE_MBPS / 1000,
+    receiver_gbps: float | None = Field(default=None, ge=1, le=MAX_RATE_MBPS / 1000,
                                         description="the rate a receiver grants credit "
                                         "at, Gbit/s on its link (the granted packets with "
                                         "their headers): no default (set the receiving "
