@@ -29,7 +29,7 @@ Size = Annotated[int, BeforeValidator(size_value)]
 OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
-           "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "PacketConfig",
+           "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "PacketConfig",
            "PfcConfig", "SwitchConfig", "TimelyParams", "deployed_packet_settings",
            "effective_packet_config", "packet_config_from_dict"]
 
@@ -187,6 +187,43 @@ class HostPfcConfig(_Strict):
         return self
 
 
+#: entropy values a QP may use at most: the 16-bit UDP source port (RoCEv2) or EV (UET)
+MAX_ENTROPY_VALUES = 1 << 16
+
+
+class EntropyConfig(_Strict):
+    """NIC-side spraying (``packet.nic.entropy``): the entropy value (EV) each data packet
+    carries in the header field the switches hash (the UDP source port of RoCEv2, the EV
+    of Ultra Ethernet). A QP's values are its own source port + i (mod 65,536) for i in
+    0 .. values - 1 (i = 0: the port its route was hashed with); the switches' own hash
+    (``routing.hash``, ``hash_fields``, ``seed``, ``seed_mode``, ``selection``) picks
+    each packet's next hop from its EV, so the path follows from the hash."""
+
+    algorithm: Literal["fixed", "oblivious", "round_robin", "reps"] = Field(
+        default="fixed", description="fixed = every packet of a QP carries its one source "
+        "port (a RoCE NIC; as before); oblivious = a random value per packet (UEC's "
+        "oblivious spraying); round_robin = the values in turn (uet-htsim's UecMpOblivious "
+        "cycle); reps = Recycled Entropy Packet Spraying (Bonato et al., 2024; uet-htsim "
+        "UecMpReps): the first min(values, BDP packets) packets take the values in turn, "
+        "then a packet reuses the oldest value that came back in an ACK without an ECN "
+        "mark, a random one when none waits; marked and lost values are not reused")
+    values: int = Field(default=256, ge=1, le=MAX_ENTROPY_VALUES, description="entropy "
+                        "values per QP (uet-htsim's _path_entropy_size: 256)")
+    reps_buffer: int = Field(default=8, ge=1, le=1024, description="reps: the unmarked "
+                             "values kept for reuse, oldest first (REPS' circular buffer: "
+                             "8 entries, htsim CircularBufferREPS::repsBufferSize); a "
+                             "full buffer drops its oldest")
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _values(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and \
+                not 1 <= v <= MAX_ENTROPY_VALUES:
+            raise ValueError(f"{v} entropy values: allowed: 1 .. {MAX_ENTROPY_VALUES:,} (the "
+                             "16-bit UDP source port or UET entropy value)")
+        return v
+
+
 class NicConfig(_Strict):
     """The RoCE NIC: packetization, priorities, ACKs and loss recovery (go-back-N)."""
 
@@ -239,6 +276,14 @@ class NicConfig(_Strict):
         default=1024, ge=1, le=1 << 16, description="receiver: ooo only: how many packets "
         "ahead of the next expected one the bitmap tracks; a packet further ahead is "
         "discarded (counted) and comes again after the retransmission timeout")
+    entropy: EntropyConfig = EntropyConfig()
+    fast_retransmit_packets: int = Field(
+        default=0, ge=0, le=1 << 16, description="receiver: ooo only: 0 = off (as "
+        "before); n > 0 = the receiver also ACKs every packet it takes ahead of a hole "
+        "(echoing the cumulative point, like a SACK) and the sender retransmits the first "
+        "unacknowledged packet once after n such ACKs (UEC RUD's loss recovery from "
+        "selective ACKs; TCP's fast retransmit after 3 duplicate ACKs) instead of waiting "
+        "for the retransmission timeout")
 
     @model_validator(mode="after")
     def _check(self) -> NicConfig:

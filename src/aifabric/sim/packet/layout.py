@@ -44,8 +44,15 @@ NG = 10
 # where the tables live in LBT (destinations, then the offsets of GT, GP, GA, GRR) and the
 # QP's extra columns in QI (reorder histogram, bitmap, flowlet state; the hops it holds)
 (LB_ND, LB_GT0, LB_GP0, LB_GA0, LB_GRR0, QX_RH, QX_RB, QX_QL, QX_H) = range(45, 54)
-NCI = 54
+# NIC-side spraying (nic.entropy): the algorithm (0 fixed, 1 oblivious, 2 round robin,
+# 3 reps), values per QP, the REPS buffer's entries and its first QI column; where the
+# switches' hash lives in LBT (the EV's share of the hash per UDP source port, each node's
+# seed XOR and hash-bit offset), the hash width (bits), member selection (0 mod, 1 member
+# table) and table size; the ooo receiver's fast retransmit (ACKs ahead, 0: off)
+(EV_ALG, EV_N, EV_RB, QX_EV, EV_DT0, EV_NX0, EV_NO0, EV_W, EV_SEL, EV_TS, FRX) = range(54, 65)
+NCI = 65
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
+EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
 (ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
  TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
@@ -62,7 +69,9 @@ CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 # the port's own WRED profile (issue 12 item 2: per port speed); the link's own propagation
 # (ps, without the switch latency: what a PFC frame back over it takes); spare slot
 (P_KMIN, P_KMAX, P_LPROP, P_X1) = range(18, 22)
-NPI = 22
+# a black-holed arc (PacketSim.blackhole: its frames are lost, the switches still use it)
+P_BH = 22
+NPI = 23
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
@@ -82,7 +91,10 @@ NNU = 11
 # ---------------------------------------------------------------------- KI: packet pool
 (K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
  K_NINT) = range(14)
-NKI = 14
+# the entropy value a data frame carries (nic.entropy; -1: none); on an ACK/NAK: the value
+# of the data frame it answers, + 65,536 when that frame was ECN-marked (-1: none)
+K_EV = 14
+NKI = 15
 # ---------------------------------------------------------------------- QI / QF: QPs
 (Q_SIZE, Q_TC, Q_SNDNXT, Q_SNDUNA, Q_HIGH, Q_RCVNXT, Q_NEXTAV, Q_LASTW, Q_START, Q_DONE,
  Q_ACKEDAT, Q_LASTCNP, Q_NAKSENT, Q_PSA, Q_MSA, Q_LASTPROG, Q_RTOARMED, Q_RETX, Q_DUP,
@@ -95,13 +107,24 @@ NKI = 14
 # follow the route); out-of-order arrivals (packets ahead of the expected sequence),
 # the largest distance ahead (packets), packets refused beyond the out-of-order bitmap
 (Q_DSTI, Q_RDSTI, Q_OOOPK, Q_RMAX, Q_OOODROP) = range(38, 43)
-NQI = 43
+# NIC-side spraying: the hash of the QP's header with UDP source port 0, its own source
+# port, packets given a value so far (round robin, REPS' first window), REPS' first-window
+# length, its buffer's oldest entry and count; fast retransmit: ACKs ahead since the last
+# progress, the sequence last fast-retransmitted (-1: none), a retransmission pending,
+# when it was sent; the hash of the return header (IPs swapped) with source port 0 (ACKs
+# and NAKs echo the data's value and are hashed with it on their way back)
+# REPS' freezing mode (a loss was detected: recycled values are reused, not consumed)
+# and the recovery point of fast retransmit (the highest sequence sent when it began)
+(Q_EVB, Q_SPORT, Q_EVI, Q_EVX, Q_EVH, Q_EVC, Q_SACKS, Q_FRSEQ, Q_FRPEND, Q_FRT,
+ Q_EVBR, Q_FROZEN, Q_FRREC) = range(43, 56)
+NQI = 56
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32
 # after column NQI of QI: the reorder histogram (NRH columns from CI[QX_RH]); with
 # nic.receiver ooo the out-of-order bitmap (one bit per packet ahead, 64 per column, from
-# CI[QX_RB]); with lb flowlets the flowlet state per (direction, hop): last time, port
+# CI[QX_RB]); with nic.entropy reps its buffer (CI[EV_RB] columns from CI[QX_EV]); with
+# lb flowlets the flowlet state per (direction, hop): last time, port
 # (from CI[QX_QL], CI[QX_H] hops)
 F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)
 # the QP's fixed window (bytes; issue 12 item 1); congestion control's extra; spare

@@ -37,12 +37,13 @@ class PacketSim:
                  arc_gbps: Sequence[float], arc_delay_ns: Sequence[float],
                  is_host: Sequence[bool], used_arcs: Sequence[int],
                  node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None, lb: LbGroups | None = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: LbGroups | None = None,
+                 entropy: Any = None) -> None:
         self.cfg = cfg
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
                            arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
-                           node_names=node_names, buffers=buffers, lb=lb)
+                           node_names=node_names, buffers=buffers, lb=lb, entropy=entropy)
         self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
@@ -69,10 +70,12 @@ class PacketSim:
     # ----------------------------------------------------------------- flows
     def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
                  on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
-                 ack_route: Sequence[int] | None = None) -> QP:
+                 ack_route: Sequence[int] | None = None,
+                 header: tuple[int, int, int] | None = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``; its ACKs,
         NAKs and CNPs come back along ``ack_route`` (as many hops as ``route``; None:
-        ``route`` reversed)."""
+        ``route`` reversed); ``header``: its (source IP, destination IP, UDP source port)
+        as the switches hash them (NIC-side spraying; see :meth:`Network.add_qp`)."""
         self.pending += 1
 
         def done(qp: QP) -> None:
@@ -84,7 +87,12 @@ class PacketSim:
 
         return self.net.add_qp(route, size_bytes, int(start_ns * PS_PER_NS) +
                                (self.ev.now if start_ns == 0 else 0), done, tag,
-                               ack_route=ack_route)
+                               ack_route=ack_route, header=header)
+
+    def blackhole(self, arcs: Sequence[int]) -> None:
+        """Frames sent over ``arcs`` are lost while the switches keep forwarding onto them
+        (a link failed before the routing converged); see :meth:`Network.blackhole`."""
+        self.net.blackhole(arcs)
 
     @property
     def qps(self) -> list[QP]:
@@ -332,7 +340,8 @@ class PacketSim:
     def reports_reorder(self) -> bool:
         """Per-packet load balancing or the out-of-order receiver is on: the reorder
         columns and summary are reported (not at the defaults: outputs stay as they were)."""
-        return self.net.lb_mode != L.LB_ECMP or self.net.ooo
+        return self.net.lb_mode != L.LB_ECMP or self.net.ooo or \
+            self.net.ev_alg != L.EV_FIXED
 
     def reorder(self) -> dict[str, np.ndarray]:
         """Per QP: data packets that arrived ahead of the next expected one
@@ -373,8 +382,11 @@ class PacketSim:
         r = self.reorder()
         lb = self.cfg.lb
         ooo = int(r["ooo_packets"].sum())
+        ent = self.cfg.nic.entropy
         return {"lb": lb.mode or "ecmp", "spray": lb.spray,
                 "flowlet_gap_ns": lb.flowlet_gap_ns, "receiver": self.cfg.nic.receiver,
+                **({"entropy": ent.algorithm, "entropy_values": ent.values}
+                   if ent.algorithm != "fixed" else {}),
                 "data_arrivals": tot, "ooo_packets": ooo,
                 "ooo_share": ooo / tot if tot else 0.0,
                 "distance_p50_packets": pct(0.5), "distance_p99_packets": pct(0.99),
@@ -579,16 +591,24 @@ class Topology:
         """The arcs along a node sequence."""
         return [self._arc[(u, v)] for u, v in itertools.pairwise(nodes)]
 
-    def sim(self, cfg: PacketConfig | None = None) -> PacketSim:
+    def sim(self, cfg: PacketConfig | None = None, routing: Any = None) -> PacketSim:
         """The simulator of this network; with ``packet.lb`` spray or adaptive, its
         switches balance over every shortest path toward each host
-        (:func:`~aifabric.sim.packet.lb.shortest_groups`)."""
+        (:func:`~aifabric.sim.packet.lb.shortest_groups`); with ``nic.entropy`` other
+        than fixed they hash each packet's entropy value over those paths with
+        ``routing``'s hash settings (a :class:`~aifabric.spec.models.Routing`; None: its
+        defaults)."""
         cfg = cfg or PacketConfig()
-        lb = None
-        if cfg.lb.mode in ("spray", "adaptive"):
+        lb = ent = None
+        ev_on = cfg.nic.entropy.algorithm != "fixed"
+        if cfg.lb.mode in ("spray", "adaptive") or ev_on:
             lb = shortest_groups(self.arc_src, self.arc_dst, self.is_host,
                                  [i for i, h in enumerate(self.is_host) if h])
+        if ev_on:
+            from aifabric.sim.packet.entropy import EntropyHash
+
+            ent = EntropyHash.build(len(self.names), routing)
         return PacketSim(cfg, arc_src=self.arc_src, arc_dst=self.arc_dst,
                          arc_gbps=self.arc_gbps, arc_delay_ns=self.arc_delay_ns,
                          is_host=self.is_host, used_arcs=range(len(self.arc_src)),
-                         node_names=self.names, lb=lb)
+                         node_names=self.names, lb=lb, entropy=ent)
