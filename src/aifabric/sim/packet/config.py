@@ -28,9 +28,10 @@ from aifabric.spec.units import size_value
 Size = Annotated[int, BeforeValidator(size_value)]
 OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
-__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
-           "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "PacketConfig",
-           "PfcConfig", "SwitchConfig", "TimelyParams", "deployed_packet_settings",
+__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
+           "EcnConfig", "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams",
+           "LbConfig", "NicConfig", "PacketConfig", "PfcConfig", "SwitchConfig",
+           "TimelyParams", "TrimConfig", "deployed_packet_settings",
            "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp")
@@ -141,6 +142,24 @@ class EcnConfig(EcnProfile):
         return self.by_speed.get(int(gbps)) if float(gbps).is_integer() else None
 
 
+class TrimConfig(_Strict):
+    """Packet trimming (``packet.switch.trim``), the lossy mode of Ultra Ethernet (UEC 1.0;
+    NDP, Handley et al., SIGCOMM'17; htsim's CompositeQueue): a switch that would queue a
+    data packet beyond the threshold (or drop it) cuts its payload and forwards the header
+    in the highest class (the CNP class, ``nic.cnp_dscp``); the receiver answers the
+    header with a NACK, the sender retransmits that packet. Trimming applies to the lossy
+    classes only (not to ``pfc.priorities`` while PFC is on)."""
+
+    enabled: bool = Field(default=False, description="trim data packets of lossy classes")
+    threshold_bytes: OptSize = Field(
+        default=None, ge=1, le=MAX_BUFFER, description="trim a data packet that would "
+        "find more than this many bytes in its egress queue (its class), as UEC's trim "
+        "threshold; default: only a packet the buffer would drop (htsim: the queue's "
+        "size); at most the switch buffer")
+    header_bytes: int = Field(default=64, ge=16, le=256, description="the trimmed frame: "
+                              "the headers, padded to Ethernet's minimum frame (64)")
+
+
 class SwitchConfig(_Strict):
     """Switch behaviour beyond buffers, PFC and ECN thresholds."""
 
@@ -150,6 +169,7 @@ class SwitchConfig(_Strict):
         "Floyd & Jacobson 1993: a decision per arriving packet); dequeue = "
         "when it leaves, on the queue it leaves behind (ns-3's RDMA simulator "
         "SwitchNode::SwitchNotifyDequeue, htsim's ECNQueue): earlier feedback")
+    trim: TrimConfig = TrimConfig()
 
 
 class HostPfcConfig(_Strict):
@@ -463,6 +483,18 @@ class PacketConfig(_Strict):
                              f"one port ({h} x {len(self.pfc.priorities)} lossless "
                              "priorities); allowed: a buffer that holds the headroom of "
                              "one port (every port's is checked when the run is built)")
+        tr = self.switch.trim
+        if tr.enabled and tr.threshold_bytes is not None and size is not None and \
+                tr.threshold_bytes > size:
+            raise ValueError(f"switch.trim.threshold_bytes ({tr.threshold_bytes}) is above "
+                             f"buffer.size_bytes ({size}); allowed: a threshold a queue "
+                             "can reach, at most the buffer")
+        data_tc = self.nic.dscp_to_tc.get(self.nic.dscp, 0)
+        if tr.enabled and self.pfc.enabled and data_tc in self.pfc.priorities:
+            raise ValueError(f"switch.trim.enabled: the data class (TC{data_tc}, nic.dscp "
+                             f"{self.nic.dscp}) is lossless (pfc.priorities): trimming is "
+                             "the lossy mode; allowed: pfc.enabled false, or a data class "
+                             "outside pfc.priorities")
         return self
 
 

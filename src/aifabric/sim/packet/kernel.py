@@ -148,6 +148,7 @@ from aifabric.sim.packet.layout import (
     P_RR,
     P_SRC,
     P_TXB,
+    P_TRIMS,
     P_TXEV,
     P_WAKE,
     PAUSE_FRAME_BYTES,
@@ -197,6 +198,7 @@ from aifabric.sim.packet.layout import (
     Q_SPORT,
     Q_START,
     Q_TC,
+    Q_TNAKS,
     Q_TO,
     QF_,
     QI_,
@@ -234,6 +236,12 @@ from aifabric.sim.packet.layout import (
     T_QT,
     T_XOFF,
     TC0,
+    TNAK,
+    TRIM,
+    TRIM_B,
+    TRIM_ON,
+    TRIM_THR,
+    TRIMS,
     U_BUF,
     U_HUSED,
     U_HXOFF,
@@ -914,6 +922,23 @@ def host_receive(S, k):
             reply(S, q, ACK, rcv, QI[q, Q_TC], k)
         free_pkt(S, k)
         return done
+    if kind == TRIM:  # a trimmed packet's header: NACK it at once, at high priority
+        reply(S, q, TNAK, KI[k, K_SEQ], CI[CTC], k)
+        free_pkt(S, k)
+        return -1
+    if kind == TNAK:  # the sender: retransmit the trimmed packet
+        QI[q, Q_TNAKS] += 1
+        seq = KI[k, K_SEQ]
+        if seq >= QI[q, Q_SNDUNA]:
+            if CI[RX_OOO] != 0 and QI[q, Q_FRPEND] == 0:  # that packet alone
+                QI[q, Q_FRSEQ] = seq
+                QI[q, Q_FRT] = now
+                QI[q, Q_FRPEND] = 1
+            elif QI[q, Q_SNDNXT] > seq:  # go back to it
+                QI[q, Q_SNDNXT] = seq
+        free_pkt(S, k)
+        kick(S, QI[q, Q_PORT])
+        return -1
     if kind == CNP:
         QI[q, Q_CNPS] += 1
         cc_on_cnp(S, q, now)
@@ -1108,6 +1133,7 @@ def run(S, limit, py_t, py_s):
     rx_on = CI[RX_ON] != 0
     lb_on = CI[LB_MODE] != 0
     ev_on = CI[EV_ALG] != 0
+    trim_on = CI[TRIM_ON] != 0
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -1190,6 +1216,19 @@ def run(S, limit, py_t, py_s):
             buf = NU[node, U_BUF]
             free = buf - NU[node, U_RESV] - (u - NU[node, U_HUSED])  # of the shared pool
             qb = PT[p, T_QB, tc]
+            if trim_on and LL[tc] == 0 and KI[k, K_KIND] == DATA:
+                thr = CI[TRIM_THR]
+                if (thr >= 0 and qb + size > thr) or size > free or \
+                        qb + size > alpha * (free - size):
+                    # trimmed: the payload cut, the header on in the highest class
+                    KI[k, K_KIND] = TRIM
+                    size = CI[TRIM_B]
+                    tc = CI[CTC]
+                    KI[k, K_SIZE] = size
+                    KI[k, K_TC] = tc
+                    qb = PT[p, T_QB, tc]
+                    PI[p, P_TRIMS] += 1
+                    G[TRIMS] += 1
             to_h = False
             if LL[tc] != 0:
                 ing = PT[inp, T_ING, tc]

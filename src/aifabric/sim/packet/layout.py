@@ -28,7 +28,9 @@ import numpy as np
 
 # ---------------------------------------------------------------------- G: global scalars
 NOW, SEQ, HSIZE, NFREE, DROPS, RETX, DELIV, SENTPFC, COUNT, RET = range(10)
-NG = 10
+# data packets trimmed (packet.switch.trim)
+TRIMS = 10
+NG = 11
 # ---------------------------------------------------------------------- CI: int settings
 (BUF, XOFF, XON, KMIN, KMAX, ECN_ON, INT_ON, OVH, HDR, MTU, ACKB, DTC, CTC, CC, CNPGAP,
  RTO, ACKINT, NTC, TC0, TC1, DC_TRESET, DC_BRESET, DC_THRESH, DC_PERIOD, DC_MONITOR,
@@ -50,7 +52,10 @@ NG = 10
 # seed XOR and hash-bit offset), the hash width (bits), member selection (0 mod, 1 member
 # table) and table size; the ooo receiver's fast retransmit (ACKs ahead, 0: off)
 (EV_ALG, EV_N, EV_RB, QX_EV, EV_DT0, EV_NX0, EV_NO0, EV_W, EV_SEL, EV_TS, FRX) = range(54, 65)
-NCI = 65
+# packet trimming (packet.switch.trim): on, the threshold (bytes of the egress queue; -1:
+# only instead of a drop), the trimmed frame's size
+(TRIM_ON, TRIM_THR, TRIM_B) = range(65, 68)
+NCI = 68
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
@@ -71,7 +76,9 @@ CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 (P_KMIN, P_KMAX, P_LPROP, P_X1) = range(18, 22)
 # a black-holed arc (PacketSim.blackhole: its frames are lost, the switches still use it)
 P_BH = 22
-NPI = 23
+# data packets this port trimmed (packet.switch.trim)
+P_TRIMS = 23
+NPI = 24
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
@@ -117,7 +124,9 @@ NKI = 15
 # and the recovery point of fast retransmit (the highest sequence sent when it began)
 (Q_EVB, Q_SPORT, Q_EVI, Q_EVX, Q_EVH, Q_EVC, Q_SACKS, Q_FRSEQ, Q_FRPEND, Q_FRT,
  Q_EVBR, Q_FROZEN, Q_FRREC) = range(43, 56)
-NQI = 56
+# trimming: NACKs of trimmed packets the sender received
+Q_TNAKS = 56
+NQI = 57
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32
@@ -137,6 +146,9 @@ NQF = 12
 E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER, E_RXDONE = (
     np.arange(9, dtype=np.int64))
 DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
+# a trimmed data packet (its header: seq and payload length kept, the payload cut) and
+# the receiver's NACK of it (seq: the trimmed packet's, not cumulative)
+TRIM, TNAK = np.arange(4, 6, dtype=np.int64)
 ZERO, ONE, NIL = np.int64(0), np.int64(1), np.int64(-1)
 PAUSE_FRAME_BYTES = 64 + 20
 # run() results

@@ -326,6 +326,7 @@ class Network:
         self.NU = np.zeros((n_nodes, L.NNU), dtype=np.int64)
         max_frame = self.mtu + self.hdr + self.ovh
         self._buffers(cfg, buffers, n_nodes, max_frame)
+        self._check_trim(cfg)
         if nic.rx_gbps is not None:
             self._rx_setup(nic, max_frame)
         self._lb_tables(cfg, lb, n_nodes, entropy)
@@ -447,6 +448,22 @@ class Network:
                                         "it and see the lossless drops"))
             self.overcommit.append(line)
 
+    def _check_trim(self, cfg: PacketConfig) -> None:
+        """``switch.trim.threshold_bytes`` must be a queue length every switch's buffer
+        can hold."""
+        tr = cfg.switch.trim
+        sw = np.flatnonzero(~np.asarray(self.is_host, dtype=bool))
+        if not tr.enabled or tr.threshold_bytes is None or not len(sw):
+            return
+        buf = self.NU[sw, L.U_BUF]
+        i = int(np.argmin(buf))
+        if tr.threshold_bytes > buf[i]:
+            raise SpecError(Problem("packet.switch.trim.threshold_bytes",
+                                    f"{tr.threshold_bytes} is above the buffer of switch "
+                                    f"{self.node_names[int(sw[i])]} ({int(buf[i])} bytes): "
+                                    "no queue reaches it; allowed: at most the smallest "
+                                    "switch buffer"))
+
     def _int_settings(self, cfg: PacketConfig, tcs: list[int]) -> np.ndarray:
         ci = np.zeros(L.NCI, dtype=np.int64)
         ci[L.BUF] = int(self.NU[:, L.U_BUF].max()) if len(self.NU) else 0
@@ -488,6 +505,10 @@ class Network:
             ci[L.EV_SEL] = self.entropy.selection == "table"
             ci[L.EV_TS] = self.entropy.table_size
         ci[L.FRX] = cfg.nic.fast_retransmit_packets if self.ooo else 0
+        tr = cfg.switch.trim
+        ci[L.TRIM_ON] = tr.enabled
+        ci[L.TRIM_THR] = tr.threshold_bytes if tr.threshold_bytes is not None else -1
+        ci[L.TRIM_B] = tr.header_bytes
         return ci
 
     def _float_settings(self, cfg: PacketConfig) -> np.ndarray:

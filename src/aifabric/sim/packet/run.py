@@ -53,6 +53,9 @@ class PacketRun(FlowRun):
     fct: dict[str, np.ndarray] = field(default_factory=dict)
     #: per flow row of the paths: the arcs its ACKs, NAKs and CNPs took back
     ack_routes: list[tuple[int, ...]] = field(default_factory=list)
+    #: each QP's reorder distance distribution (:meth:`PacketSim.reorder_histogram`;
+    #: empty when reordering is not reported)
+    reorder: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
@@ -352,6 +355,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
         ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
                                             for d in sim.deadlocks],
         alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
+        reorder=sim.reorder_histogram() if sim.reports_reorder else {},
         arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
 
 

@@ -334,14 +334,32 @@ class PacketSim:
             "lossless_drops": self.lossless_drops(),
             "buffer": self.buffer_info(),
             **({"reorder": self.reorder_summary()} if self.reports_reorder else {}),
+            **({"trim": self.trim_summary()} if self.cfg.switch.trim.enabled else {}),
         }
+
+    def trim_summary(self) -> dict[str, Any]:
+        """Packet trimming (``switch.trim``): data packets trimmed, the NACKs their
+        headers brought back to the senders, and the port that trimmed most."""
+        net = self.net
+        n = len(net.qps)
+        tp = net.PI[:, L.P_TRIMS]
+        top = int(np.argmax(tp)) if len(tp) else 0
+        ports = self.net.ports
+        arc = int(net.PI[top, L.P_ARC]) if len(tp) else -1
+        tr = self.cfg.switch.trim
+        return {"threshold_bytes": tr.threshold_bytes, "trimmed": int(net.G[L.TRIMS]),
+                "trim_nacks": int(net.QI[:n, L.Q_TNAKS].sum()),
+                "most_trimming_port": (f"{self.names[ports[arc].src]} -> "
+                                       f"{self.names[ports[arc].dst]}")
+                if len(tp) and tp[top] > 0 else None,
+                "most_trimmed": int(tp[top]) if len(tp) else 0}
 
     @property
     def reports_reorder(self) -> bool:
         """Per-packet load balancing or the out-of-order receiver is on: the reorder
         columns and summary are reported (not at the defaults: outputs stay as they were)."""
         return self.net.lb_mode != L.LB_ECMP or self.net.ooo or \
-            self.net.ev_alg != L.EV_FIXED
+            self.net.ev_alg != L.EV_FIXED or self.cfg.switch.trim.enabled
 
     def reorder(self) -> dict[str, np.ndarray]:
         """Per QP: data packets that arrived ahead of the next expected one
@@ -359,11 +377,28 @@ class PacketSim:
         tot = RH.sum(axis=1)
         cum = np.cumsum(RH, axis=1)
         b99 = np.argmax(cum >= np.ceil(0.99 * tot)[:, None], axis=1)
+        b50 = np.argmax(cum >= np.ceil(0.5 * tot)[:, None], axis=1)
         return {"ooo_packets": QI[:, L.Q_OOOPK].copy(),
                 "reorder_max_packets": QI[:, L.Q_RMAX].copy(),
+                "reorder_p50_packets": np.where(tot > 0, edge[b50], 0),
                 "reorder_p99_packets": np.where(tot > 0, edge[b99], 0),
                 "naks": QI[:, L.Q_NAKS].copy(), "retx_bytes": QI[:, L.Q_RETX].copy(),
-                "dup_bytes": QI[:, L.Q_DUP].copy(), "ooo_discards": QI[:, L.Q_OOODROP].copy()}
+                "dup_bytes": QI[:, L.Q_DUP].copy(), "ooo_discards": QI[:, L.Q_OOODROP].copy(),
+                "timeouts": QI[:, L.Q_TO].copy(),
+                **({"trim_nacks": QI[:, L.Q_TNAKS].copy()}
+                   if self.cfg.switch.trim.enabled else {})}
+
+    def reorder_histogram(self) -> dict[str, np.ndarray]:
+        """Each QP's reorder distance distribution: one row per (QP, distance bucket)
+        that holds any data arrival: ``distance_packets`` (exact below 16, else the lower
+        edge of the power-of-two bucket; 0: in order) and the ``packets`` in it."""
+        net = self.net
+        n = len(net.qps)
+        RH = net.QI[:n, L.NQI:L.NQI + L.NRH]
+        edge = np.array([b if b < 16 else 1 << (b - 12) for b in range(L.NRH)], dtype=np.int64)
+        qp, b = np.nonzero(RH)
+        return {"qp": qp.astype(np.int64), "distance_packets": edge[b],
+                "packets": RH[qp, b].astype(np.int64)}
 
     def reorder_summary(self) -> dict[str, Any]:
         """The run's load balancing and receiver, and its reordering over every data
@@ -392,7 +427,10 @@ class PacketSim:
                 "distance_p50_packets": pct(0.5), "distance_p99_packets": pct(0.99),
                 "distance_max_packets": int(r["reorder_max_packets"].max()) if n else 0,
                 "naks": int(r["naks"].sum()), "retx_bytes": int(r["retx_bytes"].sum()),
-                "ooo_discards": int(r["ooo_discards"].sum())}
+                "ooo_discards": int(r["ooo_discards"].sum()),
+                "duplicate_bytes": int(r["dup_bytes"].sum()),
+                "timeouts": int(r["timeouts"].sum()),
+                "delivered_bytes": self.net.delivered}
 
     def drops_by_tc(self) -> dict[int, int]:
         """Frames dropped per traffic class (switch egress and NIC receive buffers), the
