@@ -68,6 +68,16 @@ def test_a_collective_runs_packet_by_packet(cli, tmp_path):
     ("{lb: {spray: hash}}", "packet.lb.spray"),
     ("{nic: {receiver: sack}}", "packet.nic.receiver"),
     ("{nic: {receiver: ooo, ooo_bitmap_packets: 0}}", "packet.nic.ooo_bitmap_packets"),
+    # NIC-side spraying and trimming (docs/packet.md)
+    ("{nic: {entropy: {algorithm: flowlet}}}", "packet.nic.entropy.algorithm"),
+    ("{nic: {entropy: {algorithm: oblivious, values: 0}}}", "packet.nic.entropy.values"),
+    ("{nic: {entropy: {algorithm: reps, values: 65537}}}", "packet.nic.entropy.values"),
+    ("{pfc: {enabled: false}, buffer: {size_bytes: 100000}, switch: {trim: {enabled: true, "
+     "threshold_bytes: 200000}}}", "switch.trim.threshold_bytes"),
+    ("{pfc: {enabled: false}, switch: {trim: {enabled: true, threshold_bytes: 16GiB}}}",
+     "packet.switch.trim.threshold_bytes"),
+    ("{pfc: {enabled: true, priorities: [3]}, switch: {trim: {enabled: true}}}",
+     "switch.trim.enabled"),
 ])
 def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     """Kmin above Kmax, a probability outside [0, 1], XOFF below XON, a buffer smaller
