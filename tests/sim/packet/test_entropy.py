@@ -301,7 +301,7 @@ def test_trim_repairs_cost_about_the_trimmed_payload():
     """The ooo receiver NACKs each trimmed packet by its sequence; the sender
     retransmits that packet (or goes back to it while another repair waits): the
     retransmitted bytes are close to the trimmed payloads, and few duplicates arrive."""
-    sim, qps, _ = incast(_lossy(True, "ooo"))
+    sim, _qps, _ = incast(_lossy(True, "ooo"))
     sim.run()
     c = sim.counters()
     assert 0 < c["retx_bytes"] <= 1.1 * c["trim"]["trimmed"] * 4096

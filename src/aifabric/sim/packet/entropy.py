@@ -24,7 +24,7 @@ import numpy as np
 
 from aifabric.routing.hashing import HASH_WIDTH, hash_keys, key_bytes, switch_seeds
 
-__all__ = ["EntropyHash", "ROCE_DPORT", "UDP", "entropy_value", "ev_path"]
+__all__ = ["ROCE_DPORT", "UDP", "EntropyHash", "entropy_value", "ev_path"]
 
 UDP = 17
 ROCE_DPORT = 4791

@@ -75,11 +75,11 @@ from aifabric.sim.packet.layout import (
     EV_TS,
     EV_W,
     F_LINE,
-    FRX,
     F_RATE,
     F_WIN,
     F_WINB,
     FREE_,
+    FRX,
     G_,
     HDR,
     HOST_PFC,
@@ -147,8 +147,8 @@ from aifabric.sim.packet.layout import (
     P_REV,
     P_RR,
     P_SRC,
-    P_TXB,
     P_TRIMS,
+    P_TXB,
     P_TXEV,
     P_WAKE,
     PAUSE_FRAME_BYTES,
@@ -157,11 +157,11 @@ from aifabric.sim.packet.layout import (
     PQ_,
     PT_,
     Q_ACKEDAT,
+    Q_BRTT,
     Q_CNPS,
     Q_DONE,
     Q_DSTI,
     Q_DUP,
-    Q_BRTT,
     Q_EVB,
     Q_EVBR,
     Q_EVC,
@@ -169,8 +169,8 @@ from aifabric.sim.packet.layout import (
     Q_EVI,
     Q_EVX,
     Q_FIRSTTX,
-    Q_FRPEND,
     Q_FROZEN,
+    Q_FRPEND,
     Q_FRREC,
     Q_FRSEQ,
     Q_FRT,
@@ -203,10 +203,10 @@ from aifabric.sim.packet.layout import (
     QF_,
     QI_,
     QR_,
+    QX_EV,
     QX_H,
     QX_QL,
     QX_RB,
-    QX_EV,
     QX_RH,
     R_DONE,
     R_EMPTY,
@@ -478,10 +478,7 @@ def ev_pick(S, q, rev, hop, node, ev):
     o = T[CI[EV_NO0] + node] % w
     if o != 0:
         h = ((h >> o) | (h << (w - o))) & mask
-    if CI[EV_SEL] != 0:
-        i = (h % CI[EV_TS]) % n
-    else:
-        i = h % n
+    i = h % CI[EV_TS] % n if CI[EV_SEL] != 0 else h % n
     return T[lo + i]
 
 
