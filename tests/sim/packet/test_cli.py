@@ -92,3 +92,34 @@ def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     assert len(lines) == 1, r.err
     assert "s.yaml" in lines[0] and where in lines[0]
     assert "Traceback" not in r.err and not out.exists()
+
+
+def test_compare_puts_packet_load_balancing_side_by_side(cli, tmp_path):
+    """``compare`` of ECMP and NIC-side spraying (REPS, ooo receiver) on the k=4
+    permutation: the side-by-side rows carry the FCT slowdowns, the fabric's link load
+    spread, reordering and retransmissions; spraying has the lower tail and spread and
+    reorders, ECMP reorders nothing; the report has the comparison plot; the sprayed
+    run's packet_reorder table holds one data arrival per frame."""
+    traffic = ("traffic:\n  - {pattern: permutation, gpus: all, size_bytes: 1000000}\n"
+               "sim: packet\n")
+    a = tmp_path / "ecmp.yaml"
+    a.write_text("name: ecmp\n" + FT + traffic)
+    b = tmp_path / "reps.yaml"
+    b.write_text("name: reps\n" + FT + traffic + "packet: {nic: {receiver: ooo, "
+                 "fast_retransmit_packets: 8, entropy: {algorithm: reps}}}\n")
+    out = tmp_path / "cmp"
+    r = cli("compare", a, b, "--out", out)
+    assert r.code == 0, r.err
+    for row in ("FCT slowdown p99", "fabric link load", "packets out of order",
+                "retransmitted", "NAKs"):
+        assert row in r.out, row
+    assert (out / "comparison_packet.png").stat().st_size > 10_000
+    assert "comparison_packet.png" in (out / "report.md").read_text()
+    res = json.loads(cli("compare", a, b, "--json").out)
+    e, s = (x["packet"] for x in res)
+    assert "reorder" not in e and s["reorder"]["ooo_share"] > 0.3
+    assert s["fct"]["slowdown_p99"] < e["fct"]["slowdown_p99"]
+    assert s["delivered_bytes"] == e["delivered_bytes"] == 16 * 1_000_000
+    hist = (out / "reps" / "packet_reorder.csv").read_text().splitlines()
+    assert hist[0] == "qp,distance_packets,packets"
+    assert sum(int(x.split(",")[2]) for x in hist[1:]) == 16 * 245
