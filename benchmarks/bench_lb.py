@@ -1,7 +1,7 @@
 """Load balancing beyond ECMP, packet by packet, on the k=8 fat-tree permutation.
 
 128 single-GPU hosts at 100G on a k=8 fat-tree (80 switches, per-switch ECMP seeds,
-1 us... the fabric's own link latencies), every GPU sends one flow (``--mb``, default 4 MB)
+the fabric's own link latencies), every GPU sends one flow (``--mb``, default 4 MB)
 to a permutation partner at the same instant; DCQCN, PFC, 4 KB payloads, the scenario
 path (:func:`aifabric.sim.packet.run.run_packet`: the fabric's routes and its real ECMP
 hash). Each case runs in a fresh process pinned to one core (``_harness``):
@@ -11,8 +11,10 @@ hash). Each case runs in a fresh process pinned to one core (``_harness``):
 - ``oblivious`` / ``round_robin`` / ``reps``: NIC-side spraying (``packet.nic.entropy``,
   256 entropy values): the switches hash each packet's UDP source port;
 
-all but ``ecmp`` with the out-of-order receiver (``nic.receiver: ooo``, fast retransmit
-after 3 selective ACKs). Then one spine (core) link black-holed in both directions
+all but ``ecmp`` with the out-of-order receiver (``nic.receiver: ooo``); the NIC-side
+cases with fast retransmit after ``--frx`` (8) selective ACKs (what recovers a loss on a
+black hole without a 1 ms timeout; the switch-side cases without, as measured when
+``packet.lb`` was built: on a lossless fabric it only adds spurious repairs). Then one spine (core) link black-holed in both directions
 (failed, the routing not yet converged: the switches still hash onto it) for ``ecmp``,
 ``oblivious`` and ``reps``.
 
@@ -73,7 +75,7 @@ def _run(case: str, mb: float, fail: bool, until_ms: float, frx: int = 3,
         "lb": lb, "until_ms": until_ms,
         "nic": {"receiver": rx, "entropy": {"algorithm": ent, "values": values,
                                             "reps_buffer": reps_buffer},
-                "fast_retransmit_packets": frx if rx == "ooo" else 0}})
+                "fast_retransmit_packets": frx if ent != "fixed" else 0}})
     failed = ""
     if fail:  # the busiest spine link of the ECMP routes, black-holed both ways
         from aifabric.sim.packet import run as prun

@@ -949,8 +949,10 @@ def host_receive(S, k):
         QI[q, Q_SACKS] = 0
         if QI[q, Q_SNDNXT] < seq:
             QI[q, Q_SNDNXT] = seq
-        if CI[FRX] != 0 and kind == ACK and seq < QI[q, Q_FRREC] and seq < QI[q, Q_SIZE]:
-            # a partial ACK in recovery: the next hole, at once (NewReno, RFC 6582)
+        if CI[FRX] != 0 and kind == ACK and seq < QI[q, Q_FRREC] and \
+                QI[q, Q_HIGH] >= QI[q, Q_SIZE] > seq:
+            # a partial ACK in recovery at the flow's tail (all sent: too few packets
+            # left to ACK past the next hole): that hole, at once (NewReno, RFC 6582)
             QI[q, Q_FRSEQ] = seq
             QI[q, Q_FRT] = now
             QI[q, Q_FRPEND] = 1
