@@ -14,9 +14,9 @@ hash). Each case runs in a fresh process pinned to one core (``_harness``):
 all but ``ecmp`` with the out-of-order receiver (``nic.receiver: ooo``); the NIC-side
 cases with fast retransmit after ``--frx`` (8) selective ACKs (what recovers a loss on a
 black hole without a 1 ms timeout; the switch-side cases without, as measured when
-``packet.lb`` was built: on a lossless fabric it only adds spurious repairs). Then one spine (core) link black-holed in both directions
-(failed, the routing not yet converged: the switches still hash onto it) for ``ecmp``,
-``oblivious`` and ``reps``.
+``packet.lb`` was built: on a lossless fabric it only adds spurious repairs). Then one
+spine (core) link black-holed in both directions (failed, the routing not yet converged:
+the switches still hash onto it) for ``ecmp``, ``oblivious`` and ``reps``.
 
 Targets (issue 25): spray and adaptive beat ECMP on the tail FCT (p99); REPS keeps the
 tail within 20% of its no-failure tail with one failed spine link.

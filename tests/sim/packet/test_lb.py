@@ -215,6 +215,6 @@ def test_layout_columns_do_not_overlap():
     assert L.Q_DSTI == L.Q_X1 + 1 and L.Q_EVB == L.Q_OOODROP + 1
     assert L.LB_MODE == L.DC_X2 + 1 and L.EV_ALG == L.QX_H + 1
     # NIC-side spraying and trimming (test_entropy.py) after them
-    assert L.TRIM_ON == L.FRX + 1 and L.NCI == L.TRIM_B + 1
-    assert L.Q_TNAKS == L.Q_FRREC + 1 and L.NQI == L.Q_TNAKS + 1
+    assert L.TRIM_ON == L.FRX + 1 and L.TRQ_N == L.TRIM_B + 1 and L.NCI == L.QX_TRQ + 1
+    assert L.Q_TNAKS == L.Q_FRREC + 1 and L.Q_TRH == L.Q_TNAKS + 1 and L.NQI == L.Q_TRC + 1
     assert L.P_TRIMS == L.P_BH + 1 and L.NPI == L.P_TRIMS + 1 and L.NKI == L.K_EV + 1

@@ -200,6 +200,8 @@ from aifabric.sim.packet.layout import (
     Q_TC,
     Q_TNAKS,
     Q_TO,
+    Q_TRC,
+    Q_TRH,
     QF_,
     QI_,
     QR_,
@@ -208,6 +210,7 @@ from aifabric.sim.packet.layout import (
     QX_QL,
     QX_RB,
     QX_RH,
+    QX_TRQ,
     R_DONE,
     R_EMPTY,
     R_GROW,
@@ -242,6 +245,7 @@ from aifabric.sim.packet.layout import (
     TRIM_ON,
     TRIM_THR,
     TRIMS,
+    TRQ_N,
     U_BUF,
     U_HUSED,
     U_HXOFF,
@@ -640,7 +644,10 @@ def pull(S, p, now):
         i += 1
         if PT[p, T_PAUSED, QI[q, Q_TC]] != 0:
             continue
-        frx = QI[q, Q_FRPEND] != 0  # a fast retransmission of the first missing packet
+        while QI[q, Q_TRC] > 0 and QI[q, trq_head(S, q)] < QI[q, Q_SNDUNA]:
+            trq_pop(S, q)  # repairs of packets acknowledged since
+        # a repair: a fast retransmission of the first missing packet, a trimmed packet
+        frx = QI[q, Q_FRPEND] != 0 or QI[q, Q_TRC] > 0
         seq = QI[q, Q_SNDNXT]
         if not frx:
             if seq >= QI[q, Q_SIZE]:
@@ -657,8 +664,11 @@ def pull(S, p, now):
             continue
         PI[p, P_RR] = i
         if frx:
-            seq = QI[q, Q_FRSEQ]
-            QI[q, Q_FRPEND] = 0
+            if QI[q, Q_FRPEND] != 0:
+                seq = QI[q, Q_FRSEQ]
+                QI[q, Q_FRPEND] = 0
+            else:
+                seq = trq_pop(S, q)
         pay = QI[q, Q_SIZE] - seq
         if pay > CI[MTU]:
             pay = CI[MTU]
@@ -700,6 +710,23 @@ def pull(S, p, now):
         PI[p, P_WAKE] = wake
         hpush(S[HT_], G, wake, E_WAKE, p, ZERO)
     return -1
+
+
+@njit(cache=True)
+def trq_head(S, q):
+    """The QI column of QP ``q``'s oldest queued repair (trimming)."""
+    return S[CI_][QX_TRQ] + S[QI_][q, Q_TRH]
+
+
+@njit(cache=True)
+def trq_pop(S, q):
+    """The oldest trimmed packet QP ``q`` has to repair (its sequence), off the queue."""
+    CI, QI = S[CI_], S[QI_]
+    h = QI[q, Q_TRH]
+    seq = QI[q, CI[QX_TRQ] + h]
+    QI[q, Q_TRH] = h + 1 if h + 1 < CI[TRQ_N] else 0
+    QI[q, Q_TRC] -= 1
+    return seq
 
 
 @njit(cache=True)
@@ -927,10 +954,12 @@ def host_receive(S, k):
         QI[q, Q_TNAKS] += 1
         seq = KI[k, K_SEQ]
         if seq >= QI[q, Q_SNDUNA]:
-            if CI[RX_OOO] != 0 and QI[q, Q_FRPEND] == 0:  # that packet alone
-                QI[q, Q_FRSEQ] = seq
-                QI[q, Q_FRT] = now
-                QI[q, Q_FRPEND] = 1
+            c = QI[q, Q_TRC]
+            if c < CI[TRQ_N]:  # ooo receiver: that packet alone, in turn
+                j = QI[q, Q_TRH] + c
+                n = CI[TRQ_N]
+                QI[q, CI[QX_TRQ] + (j - n if j >= n else j)] = seq
+                QI[q, Q_TRC] = c + 1
             elif QI[q, Q_SNDNXT] > seq:  # go back to it
                 QI[q, Q_SNDNXT] = seq
         free_pkt(S, k)

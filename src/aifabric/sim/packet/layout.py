@@ -55,7 +55,9 @@ NG = 11
 # packet trimming (packet.switch.trim): on, the threshold (bytes of the egress queue; -1:
 # only instead of a drop), the trimmed frame's size
 (TRIM_ON, TRIM_THR, TRIM_B) = range(65, 68)
-NCI = 68
+# the sender's queue of trimmed packets to repair (ooo receiver): entries, first QI column
+(TRQ_N, QX_TRQ) = range(68, 70)
+NCI = 70
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
@@ -126,13 +128,16 @@ NKI = 15
  Q_EVBR, Q_FROZEN, Q_FRREC) = range(43, 56)
 # trimming: NACKs of trimmed packets the sender received
 Q_TNAKS = 56
-NQI = 57
+# the repair queue of trimmed packets: its oldest entry and count
+(Q_TRH, Q_TRC) = range(57, 59)
+NQI = 59
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32
 # after column NQI of QI: the reorder histogram (NRH columns from CI[QX_RH]); with
 # nic.receiver ooo the out-of-order bitmap (one bit per packet ahead, 64 per column, from
 # CI[QX_RB]); with nic.entropy reps its buffer (CI[EV_RB] columns from CI[QX_EV]); with
+# trimming and the ooo receiver the repair queue (CI[TRQ_N] columns from CI[QX_TRQ]); with
 # lb flowlets the flowlet state per (direction, hop): last time, port
 # (from CI[QX_QL], CI[QX_H] hops)
 F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)

@@ -48,6 +48,9 @@ PAUSE_FRAME_BYTES = 64 + 20
 #: the buffer of each switch of a network built without a fabric (no switch models) and
 #: without ``packet.buffer.size_bytes``
 DEFAULT_BUFFER_BYTES = 32 << 20
+#: trimmed packets a sender (ooo receiver) queues for repair; beyond, it goes back to the
+#: trimmed packet (go-back-N from there)
+TRIM_REPAIRS = 64
 #: the peer's PFC response time in the headroom of a network built without a fabric, ns
 #: (the fabric's: ``deploy.qos.pfc_response_ns``)
 DEFAULT_RESPONSE_NS = 1000
@@ -498,7 +501,9 @@ class Network:
         ci[L.EV_ALG] = self.ev_alg
         ci[L.EV_N] = cfg.nic.entropy.values
         ci[L.EV_RB] = self.reps_b
-        ci[L.QX_EV] = ci[L.QX_QL] - self.reps_b
+        ci[L.QX_EV] = ci[L.QX_QL] - self.reps_b - self.trq
+        ci[L.TRQ_N] = self.trq
+        ci[L.QX_TRQ] = ci[L.QX_QL] - self.trq
         ci[L.EV_DT0], ci[L.EV_NX0], ci[L.EV_NO0] = self.ev_offsets
         if self.entropy is not None:
             ci[L.EV_W] = self.entropy.width
@@ -573,6 +578,9 @@ class Network:
                              "switches' hash (entropy)")
         self.entropy = entropy if self.ev_alg != L.EV_FIXED else None
         self.reps_b = ent.reps_buffer if self.ev_alg == L.EV_REPS else 0
+        #: the repair queue of trimmed packets (trimming with the ooo receiver)
+        self.trq = TRIM_REPAIRS if cfg.switch.trim.enabled and \
+            cfg.nic.receiver == "ooo" else 0
         self.ev_offsets = (0, 0, 0)
         mode = cfg.lb.mode or "ecmp"
         self.lb_mode = {"ecmp": L.LB_ECMP, "spray": L.LB_SPRAYM,
@@ -616,7 +624,7 @@ class Network:
         the out-of-order bitmap, the flowlet state of ``h`` hops; returns (width, bitmap
         column, flowlet column, hops)."""
         rb = L.NQI + L.NRH
-        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0) + self.reps_b
+        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0) + self.reps_b + self.trq
         hq = h if self.flowlets else 0
         return ql + 4 * hq, rb, ql, hq
 
