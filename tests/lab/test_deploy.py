@@ -23,8 +23,13 @@ from aifabric.lab import core as lab_core
 from aifabric.lab import lab_namespaces
 from aifabric.lab.daemons import daemon_pids, vtysh
 from aifabric.lab.ssh import SSHD, ssh_pids, start_sshd, stop_sshd
-from aifabric.lab.verify import (bgp_sessions, compare_groups, expected_sessions,
-                                 kernel_groups, model_groups)
+from aifabric.lab.verify import (
+    bgp_sessions,
+    compare_groups,
+    expected_sessions,
+    kernel_groups,
+    model_groups,
+)
 from tests.configs.conftest import need_tool
 from tests.conftest import EXAMPLES
 from tests.lab.live import live

@@ -36,7 +36,8 @@ CONTRACT = [("get", "/api/info"), ("get", "/api/topology"), ("get", "/api/segmen
             ("get", "/api/search"), ("get", "/api/heatmap"), ("get", "/api/traces"),
             ("get", "/api/trace"), ("post", "/api/whatif"), ("get", "/api/whatif"),
             ("get", "/api/run"), ("get", "/api/run/table/{name}"),
-            ("get", "/files/{path}"), ("get", "/api/lab")]
+            ("get", "/files/{path}"), ("get", "/api/lab"), ("get", "/api/plane"),
+            ("get", "/api/tor/{name}")]
 
 
 def _simulate(work: Path, name: str) -> Path:

@@ -43,8 +43,12 @@ def demo(
     pre = "\n".join(
         [_table_md(findings), "", *[f"- **{f.title}**: {f.note}." for f in findings]])
     results = [r for f in findings for r in f.results]
+    groups, at = [], 0
+    for f in findings:  # each experiment's runs compared among themselves, never across
+        groups.append((f.title, list(range(at, at + len(f.results)))))
+        at += len(f.results)
     report = write_report(results, out, title="aifabric demo: HPN on the model",
-                          preamble=pre)
+                          preamble=pre, groups=groups)
     console.print(f"wrote {report} in {time.perf_counter() - t0:.1f} s")
     from aifabric.cli.simulate import exit_on_attention
 

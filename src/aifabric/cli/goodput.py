@@ -39,24 +39,37 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
                          f"{j['hosts']:,} hosts, {j['segments']} segment(s)) on {s['fabric']} "
                          f"({s['family']}); {s['horizon_days']:g} days x {s['trials']:,} "
                          f"trials, seed {s['seed']}"))
+    rc = s.get("rates")
+    if rc:
+        left = ", ".join(rc["classes_not_given"]) or "none"
+        how = ("published defaults" if rc["choice"] == "defaults" else "no failures")
+        why = "set in goodput.rates" if rc["set_in_scenario"] else \
+            "goodput.rates not set: defaults; 'rates: none' counts only goodput.failures"
+        console.print(f"rates: {rc['choice']} ({why}): {how} for the classes not in "
+                      f"goodput.failures: {left}")
     e = s["ettr"]
     console.print(f"effective training time ratio: mean {e['mean']:.4f}  p5 {e['p5']:.4f}  "
                   f"p50 {e['p50']:.4f}  p95 {e['p95']:.4f}  (min {e['min']:.4f})")
     it = s["interruptions"]
     mtbf = f"{it['mtbf_hours']:,.1f} h" if it["mtbf_hours"] else "-"
+    bad = " without the bad hosts" if s.get("bad_hosts") else ""
     console.print(f"interruptions: {it['per_trial_mean']:,.1f} per run, "
-                  f"{it['per_day_mean']:.3f} per day (expected {it['expected_per_day']:.3f}; "
-                  f"job MTBF {mtbf})")
+                  f"{it['per_day_mean']:.3f} per day (expected {it['expected_per_day']:.3f}"
+                  f"{bad}; job MTBF {mtbf}{bad})")
     t = Table(title="failure classes (rate per instance; the routing model decides which "
               "instances interrupt or only slow the job)", title_justify="left")
+    shapes = any("shape" in c for c in s["classes"])
     for col in ("class", "%/month", "instances", "interrupt", "slow", "slowdown",
-                "interruptions/day", "source (see goodput.json)"):
+                "interruptions/day", *(["Weibull shape"] if shapes else []),
+                "source (see goodput.json)"):
         t.add_column(col, justify="left" if col[:5] in ("class", "sourc") else "right")
     for c in s["classes"]:
         t.add_row(c["class"], f"{100 * c['rate_per_month']:.4g}", f"{c['instances']:,}",
                   f"{c['interrupting']:,}", f"{c['degrading']:,}",
                   f"{c['slowdown']:.3f}" if c["degrading"] else "-",
-                  f"{c['interruptions_per_day']:.4f}", c["source"].split(":")[0].split(" (")[0])
+                  f"{c['interruptions_per_day']:.4f}",
+                  *([f"{c['shape']:g}"] if shapes else []),
+                  c["source"].split(":")[0].split(" (")[0])
     console.print(t)
     t = Table(title="time lost per run (mean of trials)", title_justify="left")
     for col in ("cause", "hours", "% of horizon"):
@@ -64,6 +77,19 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
     for k, h in s["time_lost_hours"].items():
         t.add_row(k, _fmt_h(h), f"{100 * s['time_lost_fraction'][k]:.3f}")
     console.print(t)
+    bh = s.get("bad_hosts")
+    if bh:
+        after = bh["removed_after"]
+        policy = "never removed" if after == "never" else f"removed at failure {after}"
+        console.print(f"bad hosts: {bh['in_job_mean']:.2f} in the job on average (in "
+                      f"{100 * bh['trials_with_any']:.1f}% of runs), "
+                      f"{bh['rate_per_month']:g} failures a month each, {policy}: "
+                      f"{bh['failures_per_run']:.2f} failures and {bh['removed_per_run']:.2f} "
+                      f"removals per run ({bh['per_day']:.3f} per day), "
+                      f"{bh['hours_lost_per_run']:.2f} h lost")
+    if s.get("scheduler_wait_s"):
+        console.print(f"scheduler: {s['scheduler_wait_s'] / 60:.3g} min in the queue before "
+                      "every restart (cause 'scheduler' above)")
     b = s["backup_hosts"]
     console.print(f"backup hosts: {b['per_pool']} per {b['scope']} ({b['pools']} pool(s) of the "
                   f"job); used {b['used_per_trial']:.2f} per run; none free "
@@ -80,6 +106,21 @@ def _render(s: dict, files: list[str] | None, out: Path | None) -> None:
         console.print(f"sweep of {sw['level']}: optimum {sw['optimum_interval_s'] / 60:.3g} min "
                       f"(best point {sw['best_point']['interval_s'] / 60:.3g} min: ETTR "
                       f"{sw['best_point']['ettr_mean']:.4f}){young}")
+    cl = s.get("cluster")
+    if cl:
+        console.print(f"cluster: ETTR {cl['ettr_weighted_by_gpus']:.4f} weighted by GPUs "
+                      f"({len(cl['jobs'])} jobs, {cl['gpus']:,} GPUs; unweighted mean of the "
+                      f"jobs {cl['ettr_mean_of_jobs']:.4f}); {cl['gpu_hours_lost_per_day']:,.1f} "
+                      "GPU-hours lost per day")
+        t = Table(title="jobs at once (each its own failures; MTBF from the rates)",
+                  title_justify="left")
+        for col in ("job", "GPUs", "ETTR", "p5", "interruptions/day", "MTBF h"):
+            t.add_column(col, justify="left" if col == "job" else "right")
+        for j in cl["jobs"]:
+            t.add_row(j["job"], f"{j['gpus']:,}", f"{j['ettr_mean']:.4f}",
+                      f"{j['ettr_p5']:.4f}", f"{j['interruptions_per_day']:.3f}",
+                      f"{j['mtbf_hours']:,.1f}" if j["mtbf_hours"] else "-")
+        console.print(t)
     for note in s.get("notes", []):
         console.print(styled(("note: ", "bold"), note))
     if files and out is not None:

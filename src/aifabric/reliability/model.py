@@ -19,9 +19,16 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.reliability.checkpoint import ResolvedLevel, nest, resolve_levels
 from aifabric.reliability.impact import ImpactTable, component_groups, failure_entry, job_impact
-from aifabric.reliability.montecarlo import Degrade, EngineResult, Kind, Levels, run_engine
+from aifabric.reliability.montecarlo import (
+    BadHosts,
+    Degrade,
+    EngineResult,
+    Kind,
+    Levels,
+    run_engine,
+)
 from aifabric.reliability.rates import CLASSES, DEFAULTS, HOST_CLASSES, MONTH_S
-from aifabric.reliability.spec import GoodputScenario, horizon_problem
+from aifabric.reliability.spec import JOB_CLASS, GoodputScenario, horizon_problem
 from aifabric.topology.fabric import Fabric, LinkKind
 
 __all__ = ["ClassRow", "GoodputResult", "optimum", "run_goodput"]
@@ -45,6 +52,7 @@ class ClassRow:
     slowdown: float  # worst slowdown of a degrading group (1: none)
     interrupts_per_day: float  # expected, from the rates
     degrades_per_day: float
+    shape: float = 1.0  # Weibull shape of the class's failure times
 
 
 @dataclass
@@ -58,13 +66,29 @@ class GoodputResult:
     timing: dict[str, float] = field(default_factory=dict)  # seconds per phase (not in JSON)
 
 
-def _rates(sc: GoodputScenario) -> dict[str, tuple[float, float, str]]:
-    """Per class: failures per instance per second, repair seconds, source."""
+#: the source of a class that ``rates: none`` leaves out
+NONE_SOURCE = "rates: none (not in goodput.failures: never fails)"
+
+
+def _rates(sc: GoodputScenario) -> dict[str, tuple[float, float, str, float]]:
+    """Per class: failures per instance per second, repair seconds, source, Weibull
+    shape. A class not in ``goodput.failures`` takes its published default under
+    ``rates: defaults`` (or unset) and never fails under ``rates: none``; the ``job``
+    class (per job, not per part) is there only when given."""
     out = {}
-    for c in CLASSES:
-        d = DEFAULTS[c]
-        given = sc.goodput.failures.get(c)
-        rate, repair, src = d.rate_per_month / MONTH_S, d.repair_s, d.source
+    gp = sc.goodput
+    for c in (*CLASSES, JOB_CLASS):
+        given = gp.failures.get(c)
+        if c == JOB_CLASS:
+            if given is None:
+                continue
+            rate, repair, src = 0.0, 0.0, "scenario"
+        elif given is None and gp.rates == "none":
+            rate, repair, src = 0.0, DEFAULTS[c].repair_s, NONE_SOURCE
+        else:
+            d = DEFAULTS[c]
+            rate, repair, src = d.rate_per_month / MONTH_S, d.repair_s, d.source
+        shape = 1.0
         if given is not None:
             if given.rate_per_month is not None:
                 rate, src = given.rate_per_month / MONTH_S, "scenario"
@@ -72,8 +96,19 @@ def _rates(sc: GoodputScenario) -> dict[str, tuple[float, float, str]]:
                 rate, src = 1.0 / given.mtbf, "scenario"
             if given.repair is not None:
                 repair = float(given.repair)
-        out[c] = (rate, repair, src)
+            shape = float(given.shape)
+        out[c] = (rate, repair, src, shape)
     return out
+
+
+def rates_choice(sc: GoodputScenario) -> dict[str, Any]:
+    """What the report says about the classes the scenario left out: the choice
+    (``defaults`` or ``none``), whether the scenario made it, and the classes it
+    covers."""
+    gp = sc.goodput
+    left = [c for c in CLASSES if c not in gp.failures]
+    return {"choice": gp.rates or "defaults", "set_in_scenario": gp.rates is not None,
+            "classes_not_given": left}
 
 
 def optimum(intervals: np.ndarray, ettr: np.ndarray, window: int = 4) -> float:
@@ -175,20 +210,23 @@ def _slowdowns(sc: GoodputScenario, fabric: Fabric, ji: int, gpus: np.ndarray,
     return base_it, sims
 
 
-def _failure_kinds(rates: dict[str, tuple[float, float, str]], table: ImpactTable,
+def _failure_kinds(rates: dict[str, tuple[float, float, str, float]], table: ImpactTable,
                    n_gpu: int, n_host: int
                    ) -> tuple[list[Kind], list[Degrade], list[ClassRow]]:
     """Per class: the interrupting failures (a :class:`Kind`), the degrading ones (a
-    :class:`Degrade` per group) and the row of the classes table."""
+    :class:`Degrade` per group) and the row of the classes table. The ``job`` class is
+    one instance that always interrupts: its rate adds to the per-part ones."""
     kinds: list[Kind] = []
     degrades: list[Degrade] = []
     rows: list[ClassRow] = []
-    for c in CLASSES:
-        rate, repair, src = rates[c]
+    for c in rates:
+        rate, repair, src, shape = rates[c]
         if c in ("gpu", "software"):
             inst, intr, deg, slow = n_gpu, n_gpu, 0, 1.0
         elif c == "host":
             inst, intr, deg, slow = n_host, n_host, 0, 1.0
+        elif c == JOB_CLASS:
+            inst, intr, deg, slow = 1, 1, 0, 1.0
         else:
             gs = table.of(c)
             inst = sum(g.count for g in gs)
@@ -197,14 +235,36 @@ def _failure_kinds(rates: dict[str, tuple[float, float, str]], table: ImpactTabl
             slow = max([g.slowdown for g in gs if g.degrades], default=1.0)
             for g in gs:
                 if g.degrades and rate > 0:
-                    degrades.append(Degrade(c, rate * g.count, g.slowdown, repair))
+                    degrades.append(Degrade(c, rate * g.count, g.slowdown, repair, shape))
         if intr and rate > 0:
             kinds.append(Kind(c, rate * intr, needs_host=c in HOST_CLASSES,
                               wait_s=0.0 if c in HOST_CLASSES else repair,
-                              repair_s=repair))
+                              repair_s=repair, shape=shape))
         rows.append(ClassRow(c, rate * MONTH_S, repair, src, inst, intr, deg, slow,
-                             rate * intr * DAY, rate * deg * DAY))
+                             rate * intr * DAY, rate * deg * DAY, shape))
     return kinds, degrades, rows
+
+
+def _bad_hosts(sc: GoodputScenario, n_host: int, T: int, seed: int,
+               rates: dict[str, tuple[float, float, str, float]]
+               ) -> tuple[BadHosts | None, list[Kind]]:
+    """The bad hosts of every trial (a binomial draw from ``fraction`` among the job's
+    hosts, on a random stream of its own, or ``count``) and their two kinds: a failure
+    the host comes back from, and the one that removes it."""
+    bh = sc.goodput.bad_hosts
+    if bh is None:
+        return None, []
+    if bh.count is not None:
+        count = np.full(T, min(int(bh.count), n_host), dtype=np.int64)
+    else:
+        rng = np.random.default_rng([seed, 0xBAD])  # apart from the failures' stream
+        count = rng.binomial(n_host, float(bh.fraction), T).astype(np.int64)
+    rate = bh.rate_per_month / MONTH_S
+    after = 0 if bh.removed_after == "never" else int(bh.removed_after)
+    kinds = [Kind("bad_host", rate * float(count.mean()), needs_host=False,
+                  wait_s=float(bh.repair), loses_memory=True, bad=1),
+             Kind("bad_host_removed", 0.0, needs_host=True, repair_s=rates["host"][1], bad=2)]
+    return BadHosts(count, rate, after), kinds
 
 
 @dataclass
@@ -223,7 +283,8 @@ class _Runs:
 
 def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
                  kinds: list[Kind], degrades: list[Degrade], base_it: float | None,
-                 params: float, T: int, seed: int, H: float) -> _Runs:
+                 params: float, T: int, seed: int, H: float,
+                 bad: BadHosts | None = None) -> _Runs:
     """Resolve the checkpoint levels and the sweep, and run the engine on both."""
     gp = sc.goodput
     hs_cap = _host_nic_gbytes(fabric, job_hosts)
@@ -249,7 +310,9 @@ def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
                     [x.restore_s for x in levels], [x.host_memory for x in levels])
         return run_engine(kinds, degrades, lv, detect=rec.detect, restart=rec.restart,
                           swap=rec.swap, spares=spares, pool_weights=pool_w, horizon=H,
-                          trials=trials_, seed=seed)
+                          trials=trials_, seed=seed, queue=float(rec.scheduler_wait),
+                          bad=None if bad is None else BadHosts(
+                              bad.count[:trials_], bad.rate, bad.removed_after))
 
     eng = engine([base], [mult], T)
     eng_sw = engine([b for b, _ in sweep], [m for _, m in sweep], T_sw) if sweep else None
@@ -269,6 +332,7 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
     H = float(horizon if horizon is not None else gp.horizon)
     ji, gpus, job_hosts = _place(sc, fabric)
     job = sc.jobs[ji]
+    want = _cluster_jobs(sc)  # a bad name: one line before any model runs
     t_place = time.perf_counter()
     rates = _rates(sc)
 
@@ -281,9 +345,11 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
 
     # interrupting and degrading failures per class, then the Monte Carlo
     kinds, degrades, rows = _failure_kinds(rates, table, len(gpus), len(job_hosts))
-    total_rate = sum(k.rate for k in kinds)
+    total_rate = sum(k.rate for k in kinds)  # the bad hosts apart: see summary["bad_hosts"]
+    bad, bad_kinds = _bad_hosts(sc, len(job_hosts), T, seed_, rates)
+    kinds += bad_kinds
     r = _run_engines(sc, fabric, job_hosts, kinds, degrades, base_it, job.model.params, T,
-                     seed_, H)
+                     seed_, H, bad)
     t_mc = time.perf_counter()
     summary = _summary(sc, fabric, job, gpus, job_hosts, rows, r.levels, r.eng, r.eng_sw,
                        H, T, seed_, r.spares, r.pool_w, kinds, r.sw_level, r.sw_int,
@@ -292,9 +358,93 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
               "routing": round(t_route - t_place, 3),
               "flow_model": round(t_flow - t_route, 3),
               "monte_carlo": round(t_mc - t_flow, 3)}
+    _extras(summary, sc, rows, kinds, r.eng, bad, H)
     res = GoodputResult(sc.name, summary, rows, r.eng, r.sw_int, timing=timing)
+    if want:
+        summary["cluster"] = _cluster(sc, fabric, summary, want, T, seed_, H)
     res.tables = _tables(res, r.levels, r.sw_level)
     return res
+
+
+def _cluster_jobs(sc: GoodputScenario) -> list[str]:
+    """The jobs of ``goodput.jobs`` (none when unset)."""
+    gp = sc.goodput
+    if gp.jobs is None:
+        return []
+    names = [j.name or f"job{i}" for i, j in enumerate(sc.jobs)]
+    want = names if gp.jobs == "all" else list(gp.jobs)
+    for n in want:
+        if n not in names:
+            raise SpecError(Problem("goodput.jobs", f"no job {n!r}; allowed: 'all' or "
+                                    f"names of {', '.join(names)}"))
+    return want
+
+
+def _cluster(sc: GoodputScenario, fabric: Fabric, main: dict[str, Any], want: list[str],
+             T: int, seed: int, H: float) -> dict[str, Any]:
+    """Every job of ``want`` run as the main one is (its own placement, routing answers,
+    failures; no sweep), each on its own random stream (seed + its index), and the
+    cluster's ETTR: the jobs' mean ETTR weighted by their GPUs (the share of the cluster's
+    GPU time that trains), beside the unweighted mean of the jobs. Jobs are independent:
+    a switch shared by two jobs fails for each on its own draw, and they do not compete
+    for backup hosts (the mean is exact regardless; the spread is not modelled)."""
+    names = [j.name or f"job{i}" for i, j in enumerate(sc.jobs)]
+    rows = []
+    for n in want:
+        i = names.index(n)
+        if n == main["job"]["name"]:
+            s, sd = main, seed
+        else:
+            sd = (seed + i) % (1 << 63)
+            gp = sc.goodput.model_copy(update={"job": n, "jobs": None, "sweep": None})
+            sub = sc.model_copy(update={"goodput": gp})
+            sub._file, sub._base_dir, sub._spec_file = sc._file, sc._base_dir, sc._spec_file
+            s = run_goodput(sub, fabric, trials=T, seed=sd, horizon=H).summary
+        it = s["interruptions"]
+        rows.append({"job": n, "gpus": s["job"]["gpus"], "hosts": s["job"]["hosts"],
+                     "seed": sd, "ettr_mean": s["ettr"]["mean"], "ettr_p5": s["ettr"]["p5"],
+                     "ettr_p95": s["ettr"]["p95"],
+                     "interruptions_per_day": it["per_day_mean"],
+                     "expected_per_day": it["expected_per_day"],
+                     "mtbf_hours": it["mtbf_hours"]})
+    g = np.array([r["gpus"] for r in rows], dtype=np.float64)
+    e = np.array([r["ettr_mean"] for r in rows])
+    return {"jobs": rows, "gpus": int(g.sum()),
+            "ettr_weighted_by_gpus": float((g * e).sum() / g.sum()),
+            "ettr_mean_of_jobs": float(e.mean()),
+            "gpu_hours_lost_per_day": float((g * (1.0 - e)).sum() * 24.0)}
+
+
+def _extras(summary: dict[str, Any], sc: GoodputScenario, rows: list[ClassRow],
+            kinds: list[Kind], eng: EngineResult, bad: BadHosts | None, H: float) -> None:
+    """What the failure model adds to the summary: the rates choice always; the Weibull
+    shapes, the scheduler's wait and the bad hosts when the scenario uses them."""
+    gp = sc.goodput
+    summary["rates"] = rates_choice(sc)
+    if any(r.shape != 1.0 for r in rows):
+        for c, r in zip(summary["classes"], rows, strict=True):
+            c["shape"] = r.shape
+    q = float(gp.recovery.scheduler_wait)
+    if q > 0 and eng.queue is not None:
+        summary["time_lost_hours"]["scheduler"] = float(np.mean(eng.queue[0]) / 3600.0)
+        summary["time_lost_fraction"]["scheduler"] = float(np.mean(eng.queue[0]) / H)
+        summary["scheduler_wait_s"] = q
+    if bad is not None:
+        bh = gp.bad_hosts
+        i_bad = next(i for i, k in enumerate(kinds) if k.bad == 1)
+        i_out = next(i for i, k in enumerate(kinds) if k.bad == 2)
+        fails = eng.counts[i_bad] + eng.counts[i_out]
+        summary["bad_hosts"] = {
+            "fraction": bh.fraction, "count": bh.count,
+            "in_job_mean": float(bad.count.mean()),
+            "trials_with_any": float((bad.count > 0).mean()),
+            "rate_per_month": bh.rate_per_month, "repair_s": float(bh.repair),
+            "removed_after": bh.removed_after,
+            "failures_per_run": float(fails.mean()),
+            "removed_per_run": float(eng.counts[i_out].mean()),
+            "hours_lost_per_run": float((eng.lost_by_kind[i_bad] + eng.lost_by_kind[i_out])
+                                        .mean() / 3600.0),
+            "per_day": float(fails.mean() / H * DAY)}
 
 
 def _effect(fabric: Fabric, job_hosts: np.ndarray, down: np.ndarray) -> tuple[int, int]:
@@ -374,7 +524,8 @@ def _sweep(sc: GoodputScenario, levels: list[ResolvedLevel], base: float, mult: 
 def _usable_rate(kinds: list[Kind], lvl: ResolvedLevel) -> float:
     """The rate of the interruptions after which ``lvl``'s checkpoint can be restored (a
     host-memory copy is lost with its host): Young's ``M`` for that level."""
-    return sum(k.rate for k in kinds if not (lvl.host_memory and k.needs_host))
+    return sum(k.rate for k in kinds if not (lvl.host_memory and (
+        k.needs_host if k.loses_memory is None else k.loses_memory)))
 
 
 def _pct(x: np.ndarray, q: float) -> float:
@@ -487,6 +638,9 @@ def _tables(res: GoodputResult, levels, sw_level) -> dict[str, dict[str, list[An
               "backup_used": eng.swapped.astype(int).tolist(),
               "backup_exhausted": eng.waited.astype(int).tolist()}
     out = {"classes": cls, "causes": causes, "trials": trials}
+    if s.get("cluster"):
+        jobs = s["cluster"]["jobs"]
+        out["jobs"] = {k: [j[k] for j in jobs] for k in jobs[0]}
     if s["sweep"]:
         pts = s["sweep"]["points"]
         out["sweep"] = {k: [p[k] for p in pts] for k in pts[0]}

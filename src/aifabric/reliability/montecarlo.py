@@ -31,8 +31,24 @@ The model, per trial
   ``(1 - 1/slowdown) x min(repair, time left)`` of training time; its interplay with
   checkpoint timing is neglected (second order).
 * Time accounting is exact per trial: ``horizon = useful + recompute + stalls + detect +
-  wait + restart`` (``useful`` includes the work since the last checkpoint at the end),
-  and ``ETTR = (useful - slowdown) / horizon``.
+  wait + queue + restart`` (``useful`` includes the work since the last checkpoint at the
+  end), and ``ETTR = (useful - slowdown) / horizon``; ``queue`` is the scheduler's wait
+  before every restart (``queue`` seconds, 0 by default).
+
+Beyond constant rates
+---------------------
+* A kind with a Weibull ``shape`` other than 1 arrives as the superposition of its
+  parts' first failures, every part new at the start: a power-law process of intensity
+  ``rate x shape x (t / H)^(shape - 1)``, whose mean over the horizon ``H`` is ``rate``
+  (the expected count stays ``rate x H``). Arrivals are drawn by inverting the summed
+  cumulative intensity (in closed form when all kinds share one shape, by bisection
+  otherwise) and the kind of each by the intensities at its time. With every shape 1
+  the engine draws exactly as the constant-rate model (the same random numbers).
+* Bad hosts (:class:`BadHosts`): each trial has ``count[t]`` of them in the job, each
+  failing at ``rate``; a failure interrupts the job like a host failure that loses host
+  memory, the host is back after its repair (the job waits for it) and fails again,
+  until its ``removed_after``-th failure removes it: then a backup host replaces it as
+  for a failed host, and the trial has one bad host fewer.
 """
 
 from __future__ import annotations
@@ -42,7 +58,7 @@ from math import lcm
 
 import numpy as np
 
-__all__ = ["Degrade", "EngineResult", "Kind", "Levels", "run_engine"]
+__all__ = ["BadHosts", "Degrade", "EngineResult", "Kind", "Levels", "run_engine"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,20 @@ class Kind:
     needs_host: bool = False  # a host leaves the job: spare or wait, host memory lost
     wait_s: float = 0.0  # not needs_host: time until the cut-off part is repaired
     repair_s: float = 0.0  # needs_host: until the failed host is back (as a spare)
+    shape: float = 1.0  # Weibull shape of the parts' failure times (1: constant rate)
+    loses_memory: bool | None = None  # host-memory checkpoints lost (None: needs_host)
+    bad: int = 0  # 1: a bad host's failure (back after repair), 2: its removal
+
+
+@dataclass(frozen=True)
+class BadHosts:
+    """Bad hosts in the job: ``count`` (T,) per trial, each failing at ``rate`` per
+    second; removed at the ``removed_after``-th failure (0: never). Their failures are
+    the kinds with ``bad`` 1 (back after repair) and 2 (the removal)."""
+
+    count: np.ndarray
+    rate: float
+    removed_after: int
 
 
 @dataclass(frozen=True)
@@ -64,6 +94,7 @@ class Degrade:
     rate: float  # per second, all degrading instances together
     slowdown: float
     duration_s: float
+    shape: float = 1.0  # Weibull shape (see Kind)
 
 
 @dataclass
@@ -106,6 +137,7 @@ class EngineResult:
     lost_by_kind: np.ndarray  # (K, T) recompute + downtime by kind, sweep point 0
     #: (L + 1,) restores from each level (the last: from scratch), sweep point 0
     restores: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    queue: np.ndarray | None = None  # (S, T) the scheduler's wait before restarts
 
     @property
     def ettr(self) -> np.ndarray:
@@ -188,15 +220,126 @@ class _Kinds:
     needs_host: np.ndarray  # (K + 1,) bool
     wait: np.ndarray  # (K + 1,) s
     repair: np.ndarray  # (K + 1,) s
+    loses_memory: np.ndarray  # (K + 1,) bool
 
     @classmethod
     def of(cls, kinds: list[Kind]) -> _Kinds:
         rates = np.array([k.rate for k in kinds], dtype=np.float64)
         total = float(rates.sum())
         cum = np.cumsum(rates) / total if total > 0 else np.ones(max(len(kinds), 1))
+        mem = [k.needs_host if k.loses_memory is None else k.loses_memory for k in kinds]
         return cls(total, cum, np.array([k.needs_host for k in kinds] + [False], dtype=bool),
                    np.array([k.wait_s for k in kinds] + [0.0]),
-                   np.array([k.repair_s for k in kinds] + [0.0]))
+                   np.array([k.repair_s for k in kinds] + [0.0]),
+                   np.array([*mem, False], dtype=bool))
+
+
+class _Arrivals:
+    """The next interruption of every trial and its kind.
+
+    Constant rates and no bad hosts: exponential gaps at the total rate, the kind by its
+    share (the draws of the original model, in its order). Otherwise the regular kinds'
+    power-law process (:func:`_after`) and the bad hosts' exponential clock race; the
+    first wins."""
+
+    def __init__(self, kinds: list[Kind], kt: _Kinds, bad: BadHosts | None, H: float,
+                 T: int, rng: np.random.Generator) -> None:
+        self.kt, self.rng, self.H, self.T, self.K = kt, rng, H, T, len(kinds)
+        self.reg = np.array([i for i, k in enumerate(kinds) if not k.bad], dtype=np.int64)
+        self.R = np.array([kinds[i].rate for i in self.reg], dtype=np.float64)
+        self.B = np.array([kinds[i].shape for i in self.reg], dtype=np.float64)
+        self.bad = bad
+        self.simple = bad is None and bool(np.all(self.B == 1.0)) and len(self.reg) == self.K
+        if bad is not None:
+            self.i_bad = next(i for i, k in enumerate(kinds) if k.bad == 1)
+            self.i_out = next(i for i, k in enumerate(kinds) if k.bad == 2)
+            self.nb = np.asarray(bad.count, dtype=np.int64).copy()
+            self.fails = np.zeros((T, max(int(self.nb.max(initial=0)), 1)), dtype=np.int64)
+
+    # the cumulative intensity of the regular kinds at t (T,) and its inverse
+    def _cum(self, t: np.ndarray) -> np.ndarray:
+        x = np.clip(t / self.H, 0.0, 1.0)[None, :]
+        return (self.R[:, None] * self.H * x ** self.B[:, None]).sum(axis=0)
+
+    def _after(self, s: np.ndarray, E: np.ndarray) -> np.ndarray:
+        """The first arrival of the regular kinds after ``s``: the t with
+        ``cum(t) = cum(s) + E``; inf past the horizon."""
+        total_h = float(self.R.sum() * self.H)
+        if total_h <= 0:
+            return np.full(len(s), np.inf)
+        target = self._cum(s) + E
+        past = target >= total_h
+        if np.all(self.B[0] == self.B):  # one shape: closed form
+            t = self.H * np.minimum(target / total_h, 1.0) ** (1.0 / self.B[0])
+        else:  # a few shapes: bisection on [s, H] to float precision
+            lo, hi = np.asarray(s, dtype=np.float64).copy(), np.full(len(s), self.H)
+            for _ in range(64):
+                mid = (lo + hi) / 2
+                below = self._cum(mid) < target
+                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+            t = hi
+        return np.where(past, np.inf, t)
+
+    def _bad_after(self, a: np.ndarray) -> np.ndarray:
+        rate = self.nb * self.bad.rate
+        gap = self.rng.exponential(1.0, self.T)
+        return np.where(rate > 0, a + gap / np.where(rate > 0, rate, 1.0), np.inf)
+
+    def first(self) -> np.ndarray:
+        kt, T = self.kt, self.T
+        if self.simple:
+            if kt.total > 0:
+                return self.rng.exponential(1.0 / kt.total, T)
+            return np.full(T, np.inf)
+        self.a_reg = self._after(np.zeros(T), self.rng.exponential(1.0, T))
+        self.a_bad = self._bad_after(np.zeros(T)) if self.bad is not None \
+            else np.full(T, np.inf)
+        return np.minimum(self.a_reg, self.a_bad)
+
+    def kind(self, a: np.ndarray, act: np.ndarray) -> np.ndarray:
+        """The kind of each active trial's interruption at ``a`` (K: none)."""
+        K, T = self.K, self.T
+        if self.simple:
+            ki = np.minimum(np.searchsorted(self.kt.cum, self.rng.random(T), side="right"),
+                            K - 1)
+            return np.where(act, ki, K)
+        u = self.rng.random(T)
+        ki = np.full(T, K, dtype=np.int64)
+        if len(self.reg):
+            x = np.clip(a / self.H, 1e-300, 1.0)[None, :]
+            w = self.R[:, None] * self.B[:, None] * x ** (self.B[:, None] - 1.0)
+            cum = np.cumsum(w, axis=0)
+            tot = cum[-1]
+            j = np.minimum((u[None, :] * tot[None, :] >= cum).sum(axis=0), len(self.reg) - 1)
+            ki = self.reg[j]
+        self.was_bad = act & (self.a_bad <= self.a_reg) if self.bad is not None \
+            else np.zeros(T, dtype=bool)
+        if self.was_bad.any():
+            t = np.flatnonzero(self.was_bad)
+            slot = np.minimum((self.rng.random(len(t)) * self.nb[t]).astype(np.int64),
+                              self.nb[t] - 1)
+            self.fails[t, slot] += 1
+            out = (self.bad.removed_after > 0) & (self.fails[t, slot] >= self.bad.removed_after)
+            ki[t] = np.where(out, self.i_out, self.i_bad)
+            r = t[out]  # removed: the last bad host takes its slot
+            self.fails[r, slot[out]] = self.fails[r, self.nb[r] - 1]
+            self.fails[r, self.nb[r] - 1] = 0
+            self.nb[r] -= 1
+        return np.where(act, ki, K)
+
+    def next(self, a: np.ndarray, act: np.ndarray) -> np.ndarray:
+        """Every active trial's next interruption after the one at ``a``."""
+        kt, T = self.kt, self.T
+        if self.simple:
+            return np.where(act, a + (self.rng.exponential(1.0 / kt.total, T) if kt.total > 0
+                                      else np.inf), a)
+        reg = act & ~self.was_bad
+        if reg.any():
+            self.a_reg = np.where(reg, self._after(a, self.rng.exponential(1.0, T)),
+                                  self.a_reg)
+        if self.was_bad.any():
+            self.a_bad = np.where(self.was_bad, self._bad_after(a), self.a_bad)
+        return np.where(act, np.minimum(self.a_reg, self.a_bad), a)
 
 
 class _Trials:
@@ -213,9 +356,10 @@ class _Trials:
         self.valid_from = np.zeros(shape, dtype=np.int64)  # host-memory copies: from this
         self.r0 = np.zeros(shape)  # pending recovery: start and phases
         self.ph_d, self.ph_w, self.ph_r = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        self.ph_q = np.zeros(shape)  # the scheduler's queue, between the wait and restart
         self.pend = np.full(T, K, dtype=np.int64)  # kind of the pending recovery (K: none)
         self.acc = {k: np.zeros(shape)
-                    for k in ("recompute", "stalls", "detect", "wait", "restart")}
+                    for k in ("recompute", "stalls", "detect", "wait", "restart", "queue")}
         self.counts = np.zeros((K, T))
         self.lost_kind = np.zeros((K + 1, T))
         self.restores = np.zeros(L + 1)
@@ -228,10 +372,12 @@ class _Trials:
         el = np.clip(until - self.r0, 0.0, None)
         d = np.minimum(el, self.ph_d)
         w = np.clip(el - self.ph_d, 0.0, self.ph_w)
-        r = np.clip(el - self.ph_d - self.ph_w, 0.0, self.ph_r)
-        for name, v in (("detect", d), ("wait", w), ("restart", r)):
+        q = np.clip(el - self.ph_d - self.ph_w, 0.0, self.ph_q)
+        r = np.clip(el - self.ph_d - self.ph_w - self.ph_q, 0.0, self.ph_r)
+        for name, v in (("detect", d), ("wait", w), ("queue", q), ("restart", r)):
             self.acc[name] += np.where(mask, v, 0.0)
-        self.lost_kind[self.pend, self.arange_t] += np.where(mask[0], d[0] + w[0] + r[0], 0.0)
+        self.lost_kind[self.pend, self.arange_t] += np.where(
+            mask[0], d[0] + w[0] + q[0] + r[0], 0.0)
 
     def advance(self, cyc: _Cycles, until: np.ndarray, mask: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -246,18 +392,20 @@ class _Trials:
 
     def restart_from(self, aa: np.ndarray, am: np.ndarray, act: np.ndarray, ki: np.ndarray,
                      w: np.ndarray, best: np.ndarray, rest_s: np.ndarray, nh: np.ndarray,
-                     detect: float, restart: float) -> None:
+                     detect: float, restart: float, queue: float = 0.0) -> None:
         """Start the recovery from the interruptions at ``aa``: down for detect + wait +
-        restart and restore, then training from checkpoint cycle ``best``. A part the
+        the scheduler's queue + restart and restore, then training from checkpoint cycle
+        ``best``. A part the
         previous recovery still waits for (a switch under repair, a host with no spare)
         is still missing: its wait goes on."""
         hold = np.maximum(self.r0 + self.ph_d + self.ph_w - aa - detect, 0.0)
         self.r0 = np.where(am, aa, self.r0)
         self.ph_d = np.where(am, detect, self.ph_d)
         self.ph_w = np.where(am, np.maximum(w[None, :], hold), self.ph_w)
+        self.ph_q = np.where(am, queue, self.ph_q)
         self.ph_r = np.where(am, restart + rest_s, self.ph_r)
         self.pend = np.where(act, ki, self.pend)
-        self.t_up = np.where(am, aa + self.ph_d + self.ph_w + self.ph_r, self.t_up)
+        self.t_up = np.where(am, aa + self.ph_d + self.ph_w + self.ph_q + self.ph_r, self.t_up)
         self.valid_from = np.where(am & nh, best, self.valid_from)
         self.k0 = np.where(am, best, self.k0)
 
@@ -336,6 +484,8 @@ def _degradations(degrades: list[Degrade], rng: np.random.Generator, H: float,
         if c.sum():
             who = np.repeat(np.arange(T), c)
             t0 = rng.uniform(0.0, H, len(who))
+            if dg.shape != 1.0:  # the power-law process: cum(t) / cum(H) = (t / H)^shape
+                t0 = H * (t0 / H) ** (1.0 / dg.shape)
             loss = (1.0 - 1.0 / dg.slowdown) * np.minimum(dg.duration_s, H - t0)
             slow += np.bincount(who, weights=loss, minlength=T)
     return slow, dcounts
@@ -344,10 +494,14 @@ def _degradations(degrades: list[Degrade], rng: np.random.Generator, H: float,
 def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
                detect: float, restart: float, swap: float, spares: int,
                pool_weights: np.ndarray, horizon: float, trials: int,
-               seed: int) -> EngineResult:
+               seed: int, queue: float = 0.0, bad: BadHosts | None = None,
+               draw: str = "auto") -> EngineResult:
     """Simulate ``trials`` runs of ``horizon`` seconds for every sweep point of
     ``levels``; ``pool_weights`` (P,): how the job's hosts spread over the spare pools,
-    each with ``spares`` backup hosts."""
+    each with ``spares`` backup hosts; ``queue``: the scheduler's wait before every
+    restart; ``bad``: bad hosts. ``draw="general"`` draws the arrivals by inverting the
+    cumulative intensity even when every rate is constant (the check that shape 1 is the
+    exponential)."""
     rng = np.random.default_rng(seed)
     T, H = int(trials), float(horizon)
     S, L = levels.mult.shape
@@ -360,25 +514,23 @@ def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
     free_at = np.full((T, n_pools, spares), -np.inf)  # when each spare slot is free
     st = _Trials(S, T, K, L)
     shape = (S, T)
+    arr = _Arrivals(kinds, kt, bad, H, T, rng)
+    if draw == "general":
+        arr.simple = False
 
-    a = np.zeros(T)  # the next interruption of every trial
-    if kt.total > 0:
-        a = rng.exponential(1.0 / kt.total, T)
-    else:
-        a[:] = np.inf
+    a = arr.first()  # the next interruption of every trial
     while True:
         act = a < H
         if not act.any():
             break
-        ki = np.minimum(np.searchsorted(kt.cum, rng.random(T), side="right"), K - 1)
-        ki = np.where(act, ki, K)
+        ki = arr.kind(a, act)
         pool = np.minimum(np.searchsorted(pcum, rng.random(T), side="right"), n_pools - 1)
         am = act[None, :]
         aa = np.broadcast_to(a[None, :], shape)
         st.charge(aa, am)
         e, n, part = st.advance(cyc, aa, am)
         k_done = st.k0 + n
-        nh = kt.needs_host[ki][None, :]
+        nh = kt.loses_memory[ki][None, :]
         best, rest, cands = _newest_checkpoints(cyc, levels, st, k_done, e, nh)
         rest_s = np.where(np.isfinite(rest), rest, 0.0)
         lost = np.where(am, (k_done - best) * cyc.base + part, 0.0)
@@ -391,9 +543,8 @@ def run_engine(kinds: list[Kind], degrades: list[Degrade], levels: Levels, *,
         if hn.any():
             _host_waits(w, a, hn, ki, pool, kt, st, free_at, spares, detect, swap)
         st.counts[ki[act], st.arange_t[act]] += 1.0
-        st.restart_from(aa, am, act, ki, w, best, rest_s, nh, detect, restart)
-        a = np.where(act, a + (rng.exponential(1.0 / kt.total, T) if kt.total > 0
-                               else np.inf), a)
+        st.restart_from(aa, am, act, ki, w, best, rest_s, nh, detect, restart, queue)
+        a = arr.next(a, act)
     HH = np.full(shape, H)
     st.charge(HH, np.ones(shape, dtype=bool))
     _, n, part = st.advance(cyc, HH, np.ones(shape, dtype=bool))

@@ -56,12 +56,14 @@ def _plots(res: GoodputResult, tmp: Path) -> list[str]:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
 
+    from aifabric.sim.plotting import legend_outside
+
     s = res.summary
     names = []
     sw = s["sweep"]
     if sw:
         x = np.array([p["interval_s"] for p in sw["points"]]) / 60
-        fig, ax = plt.subplots(figsize=(6.4, 3.6))
+        fig, ax = plt.subplots(figsize=(8.4, 3.6), layout="constrained")
         ax.plot(x, [p["ettr_mean"] for p in sw["points"]], "o-", ms=3, color="#4477aa",
                 label="mean ETTR")
         ax.fill_between(x, [p["ettr_p5"] for p in sw["points"]],
@@ -80,8 +82,7 @@ def _plots(res: GoodputResult, tmp: Path) -> list[str]:
         ax.set_xlabel(f"checkpoint interval of level {sw['level']} (min)")
         ax.set_ylabel("effective training time ratio")
         ax.set_title(f"{res.scenario}: checkpoint interval sweep", fontsize=10)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+        legend_outside(ax)
         fig.savefig(tmp / "sweep.png", dpi=110)
         plt.close(fig)
         names.append("sweep.png")

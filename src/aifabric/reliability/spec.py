@@ -8,11 +8,17 @@ horizon and Monte Carlo trials.
       horizon: 30d                 # durations: 90s, 10min, 4h, 30d, 1y, or seconds
       trials: 1000
       seed: 0
-      failures:                    # per component instance; omitted classes: defaults
+      rates: defaults              # classes not in failures: published defaults (or none)
+      failures:                    # per component instance
         gpu: {rate_per_month: 0.00834, repair: 3d}
         tor: {mtbf: 160y}
         software: {rate_per_month: 0}
-      recovery: {detect: 3min, restart: 10min, swap: 15min, backup_hosts: fabric}
+        host: {rate_per_month: 0.0219, shape: 0.7}   # Weibull: failures bunch early
+        job: {rate_per_month: 2}   # per job, whatever its size (software, the scheduler)
+      bad_hosts: {fraction: 0.005, rate_per_month: 15, removed_after: 2}
+      recovery: {detect: 3min, restart: 10min, swap: 15min, backup_hosts: fabric,
+                 scheduler_wait: 20min}
+      jobs: all                    # every job of the scenario; cluster ETTR by job size
       checkpoint:
         levels:
           - {name: memory, store: host_memory, every: 10min, save: 2s, restore: 1min}
@@ -38,9 +44,13 @@ from aifabric.spec.base import StrictModel
 from aifabric.spec.names import Name
 from aifabric.spec.units import duration_value
 
-__all__ = ["CheckpointLevel", "CheckpointSpec", "ClassRate", "Duration", "GoodputScenario",
-           "GoodputSpec", "Recovery", "Sweep", "horizon_problem", "parse_duration",
-           "shortest_interval_s"]
+__all__ = ["JOB_CLASS", "BadHosts", "CheckpointLevel", "CheckpointSpec", "ClassRate",
+           "Duration", "GoodputScenario", "GoodputSpec", "Recovery", "Sweep",
+           "horizon_problem", "parse_duration", "shortest_interval_s"]
+
+#: the failure class counted per job, not per component: software, the framework, the
+#: scheduler; one rate whatever the job's size (no default: 0 unless given)
+JOB_CLASS = "job"
 
 #: the longest duration accepted anywhere: 100 years
 MAX_S = 100 * 365 * 86400.0
@@ -85,6 +95,10 @@ class ClassRate(_Strict):
                                   "of one instance (instead of rate_per_month)")
     repair: Duration | None = Field(default=None, description="time until the part is "
                                     "back (default: per class)")
+    shape: Annotated[float, Field(ge=0.2, le=5.0)] = Field(
+        default=1.0, description="Weibull shape of the class's failure times, every part "
+        "new at the start: 1 = a constant rate (the exponential); < 1 = failures bunch "
+        "early (burn-in), > 1 = late (wear-out); the rate stays the mean over the horizon")
 
     @model_validator(mode="after")
     def _one(self) -> ClassRate:
@@ -95,11 +109,39 @@ class ClassRate(_Strict):
 
 def _classes(v: Any) -> Any:
     if isinstance(v, dict):
-        bad = [k for k in v if k not in CLASSES]
+        bad = [k for k in v if k not in (*CLASSES, JOB_CLASS)]
         if bad:
             raise ValueError(f"unknown failure class {bad[0]!r}; allowed: "
-                             f"{', '.join(CLASSES)}")
+                             f"{', '.join((*CLASSES, JOB_CLASS))}")
     return v
+
+
+class BadHosts(_Strict):
+    """Hosts that fail again and again (a bad DIMM, a flaky PCIe link) until a detection
+    policy removes them: a few in the cluster, a failure rate far above the host class's.
+    Each trial draws how many of the job's hosts are bad (binomial with ``fraction``, or
+    ``count``); a bad host's failure interrupts the job and loses its host memory; the
+    host is back after ``repair`` (a reboot and health checks that pass) and fails again,
+    until its ``removed_after``-th failure: then it is taken out of service and a backup
+    host replaces it (as for a failed host)."""
+
+    fraction: Annotated[float, BeforeValidator(_percent), Field(ge=0, le=1)] | None = Field(
+        default=None, description="share of the hosts that are bad (0.005 or '0.5%')")
+    count: Annotated[int, Field(ge=0, le=100_000)] | None = Field(
+        default=None, description="bad hosts in the job (instead of fraction)")
+    rate_per_month: Annotated[float, Field(gt=0, le=1e4)] = Field(
+        description="failures of one bad host per 30 days")
+    repair: Duration = Field(default=3600.0, description="until a failed bad host is back "
+                             "(reboot, health checks): default 1h")
+    removed_after: Literal["never"] | Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=2, description="the detection policy: a host is removed at its n-th "
+        "failure (never: not detected)")
+
+    @model_validator(mode="after")
+    def _one(self) -> BadHosts:
+        if (self.fraction is None) == (self.count is None):
+            raise ValueError("give exactly one of fraction, count")
+        return self
 
 
 class Recovery(_Strict):
@@ -117,6 +159,9 @@ class Recovery(_Strict):
     spare_scope: Literal["segment", "cluster"] = Field(
         default="segment", description="a spare replaces hosts of its own segment (HPN) "
         "or of any segment (a scheduler's cluster-wide pool)")
+    scheduler_wait: Duration = Field(
+        default=0.0, description="after every interruption, the wait in the scheduler's "
+        "queue before the job has its nodes again: default 0")
 
 
 class CheckpointLevel(_Strict):
@@ -189,8 +234,17 @@ class GoodputSpec(_Strict):
     seed: Annotated[int, Field(ge=0, le=(1 << 63) - 1)] = 0
     step_time: Positive | None = Field(default=None, description="one training step, for "
                                        "every_steps (default: the flow model's iteration)")
+    rates: Literal["defaults", "none"] | None = Field(
+        default=None, description="the classes not in failures: 'defaults' (the published "
+        "defaults of aifabric.reliability.rates) or 'none' (they never fail); unset: "
+        "defaults, and the report says so")
     failures: Annotated[dict[str, ClassRate], BeforeValidator(_classes)] = Field(
-        default_factory=dict, description="per class: rate and repair; others: defaults")
+        default_factory=dict, description="per class: rate and repair; others: see rates")
+    bad_hosts: BadHosts | None = Field(default=None, description="hosts that fail "
+                                       "repeatedly until removed (none by default)")
+    jobs: Literal["all"] | Annotated[list[Name], Field(min_length=1, max_length=1000)] | None \
+        = Field(default=None, description="several jobs at once: 'all' or their names; "
+                "the report adds each job's ETTR and the cluster's, weighted by GPUs")
     recovery: Recovery = Recovery()
     checkpoint: CheckpointSpec
     slowdown: Literal["flow", "none"] = Field(
@@ -210,6 +264,8 @@ class GoodputSpec(_Strict):
         why = horizon_problem(self, self.horizon)
         if why:
             raise ValueError(f"horizon: {why}")
+        if isinstance(self.jobs, list) and len(set(self.jobs)) != len(self.jobs):
+            raise ValueError("jobs: a job is named twice")
         return self
 
 

@@ -8,8 +8,9 @@ import numpy as np
 
 from aifabric.sim.results import SimResult
 
-__all__ = ["COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows", "packet_metrics",
-           "render_markdown", "shown_notice"]
+__all__ = ["ANALYTIC_PEAK", "COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows",
+           "group_comparison", "packet_metrics", "peak_label", "render_markdown",
+           "shown_notice"]
 
 #: collectives compared side by side (the first ones of each result)
 COMPARED_COLLECTIVES = 12
@@ -61,13 +62,13 @@ def _rel(a: float, b: float) -> str:
     return f"{(b - a) / a * 100:+.1f}%"
 
 
-def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str, bool]]:
-    """Rows (metric, value per result, relative difference last vs first, lower is
-    better) for results of comparable scenarios."""
-    rows: list[tuple[str, list[str], str, bool]] = []
+def _comparison(results: list[SimResult]) -> list[tuple[str, list[float], Any, bool]]:
+    """Rows (metric, value per result, how to format a value, lower is better) for
+    results of comparable scenarios."""
+    rows: list[tuple[str, list[float], Any, bool]] = []
 
     def add(label: str, vals: list[float], fmt, lower_better: bool) -> None:
-        rows.append((label, [fmt(v) for v in vals], _rel(vals[0], vals[-1]), lower_better))
+        rows.append((label, vals, fmt, lower_better))
 
     add("makespan", [r.makespan_ns for r in results], fmt_ms, True)
     n_c = min(len(r.summary["collectives"]) for r in results)
@@ -85,8 +86,8 @@ def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str,
             _bytes, True)
     tiers = set.intersection(*[set(r.summary["tiers"]) for r in results])
     for t in sorted(tiers):
-        add(f"{t}: max link peak util", [r.summary["tiers"][t]["max_peak_util"]
-                                         for r in results], lambda v: f"{v:.2f}", True)
+        add(f"{t}: {peak_label(results)}", [r.summary["tiers"][t]["max_peak_util"]
+                                            for r in results], lambda v: f"{v:.2f}", True)
     tp = [r.summary["two_port"].get("down", {}).get("one_port_idle") for r in results]
     if all(x is not None for x in tp):
         add("NICs receiving on one port only", [float(x) for x in tp], lambda v: f"{v:,.0f}",
@@ -139,6 +140,53 @@ def packet_metrics(r: SimResult) -> dict[str, float]:
             "distance_p99": float(ro.get("distance_p99_packets", 0)),
             "retx_bytes": float(pk["retx_bytes"]), "naks": float(pk["naks"]),
             "timeouts": float(pk["timeouts"]), "drops": float(pk["drops"])}
+
+
+def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str, bool]]:
+    """Rows (metric, value per result, relative difference last vs first, lower is
+    better) for results of comparable scenarios."""
+    return [(label, [fmt(v) for v in vals], _rel(vals[0], vals[-1]), lower)
+            for label, vals, fmt, lower in _comparison(results)]
+
+
+def peak_label(results: list[SimResult]) -> str:
+    """What a link's peak means: the highest utilization a simulator measured, or, for
+    the analytic model, whose core is ideal, the highest load a step offered the link as
+    a multiple of its capacity (above 1: more than the link can carry)."""
+    if all(r.sim == "analytic" for r in results):
+        return "max link peak offered load (x capacity)"
+    if any(r.sim == "analytic" for r in results):
+        return "max link peak util (analytic: offered load, x capacity)"
+    return "max link peak util"
+
+
+#: how the report explains the analytic model's peak (see :func:`peak_label`)
+ANALYTIC_PEAK = (
+    "The analytic model shares only the host side (NVLink, PCIe, NIC ports) and takes the "
+    "network core as ideal (non-blocking, no ECMP collisions): its link peak is the load a "
+    "step offers the link, as a multiple of the link's capacity. Above 1.00 a core link is "
+    "offered more than it can carry (2.00: twice its capacity); the analytic times do not "
+    "pay for it, the flow simulator (`--sim flow`) would slow the transfers that share it.")
+
+
+def group_comparison(results: list[SimResult], title: str) -> str:
+    """A side-by-side table of the runs of one experiment: each run's value and its
+    relative difference to the first run (the baseline), column by column, saying which
+    run is compared with which."""
+    base = results[0].scenario
+    others = [r.scenario for r in results[1:]]
+    head = ["metric", *[r.scenario for r in results], *[f"{o} vs {base}" for o in others]]
+    body = [[label, *[fmt(v) for v in vals], *[_rel(vals[0], v) for v in vals[1:]]]
+            for label, vals, fmt, _ in _comparison(results)]
+    parts = [f"## Side by side: {title}",
+             f"Difference: each run against **{base}** (the experiment's baseline), "
+             "(run - baseline) / baseline.", _table(head, body)]
+    if any(r.sim == "analytic" for r in results):
+        parts.append(ANALYTIC_PEAK)
+    note = comparison_notice(results)
+    if note:
+        parts.append(note + ".")
+    return "\n\n".join(parts)
 
 
 def comparison_notice(results: list[SimResult]) -> str:
@@ -197,7 +245,15 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
             [[j["job"], j["gpus"], j["segments"], fmt_ms(j["iteration_ns"]),
               fmt_ms(j["compute_ns"]), fmt_ms(j["exposed_comm_ns"]), _bytes(j["comm_bytes"]),
               _bytes(j["cross_segment_bytes"])] for j in s["jobs"]]))
-    if s["tiers"]:
+    if s["tiers"] and r.sim == "analytic":
+        parts.append("Link utilization per tier (links that carried traffic; mean over the "
+                     "makespan; peak offered load = the most a step offered one link, as a "
+                     "multiple of its capacity):\n\n" + _table(
+                         ["tier", "links", "mean", "p50", "p99", "max peak offered (x capacity)"],
+                         [[t, v["links"], f"{v['mean_util']:.2f}", f"{v['p50_mean_util']:.2f}",
+                           f"{v['p99_mean_util']:.2f}", f"{v['max_peak_util']:.2f}"]
+                          for t, v in s["tiers"].items()]) + "\n\n" + ANALYTIC_PEAK)
+    elif s["tiers"]:
         parts.append("Link utilization per tier (links that carried traffic; mean over the "
                      "makespan, peak = highest instantaneous load):\n\n" + _table(
                          ["tier", "links", "mean", "p50", "p99", "max peak"],
@@ -270,19 +326,31 @@ def _one(r: SimResult, figures: list[str], files: list[str], level: str = "##") 
 def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
                     figures: dict[str, list[str]] | None = None,
                     files: dict[str, list[str]] | None = None, title: str | None = None,
-                    preamble: str = "", comparison_figures: list[str] | None = None) -> str:
+                    preamble: str = "",
+                    groups: list[tuple[str, list[int]]] | None = None,
+                    comparison_figures: list[str] | None = None) -> str:
     """The report: a comparison table (and ``comparison_figures``) when there are
-    several results, then each one."""
+    several results, then each one.
+
+    ``groups`` (title, indices of ``results``): the results are runs of different
+    experiments; each experiment gets its own side-by-side table, its runs against its
+    first run, and runs of different experiments are never compared."""
     names = names or [r.scenario for r in results]
     figures = figures or {}
     files = files or {}
     parts = [f"# {title or ('Simulation: ' + ', '.join(r.scenario for r in results))}"]
     if preamble:
         parts.append(preamble)
-    if len(results) > 1:
+    if groups is not None:
+        for gtitle, idx in groups:
+            if len(idx) > 1:
+                parts.append(group_comparison([results[i] for i in idx], gtitle))
+    elif len(results) > 1:
         rows = comparison_rows(results)
-        parts.append("## Side by side\n\nRelative difference: last vs first.\n\n" + _table(
-            ["metric", *[r.scenario for r in results], "difference"],
+        first, last = results[0].scenario, results[-1].scenario
+        parts.append(f"## Side by side\n\nRelative difference: last vs first, **{last}** "
+                     f"against **{first}**, (last - first) / first.\n\n" + _table(
+            ["metric", *[r.scenario for r in results], f"difference: {last} vs {first}"],
             [[m, *vals, d] for m, vals, d, _ in rows]))
         note = comparison_notice(results)
         if note:

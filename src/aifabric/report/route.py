@@ -100,6 +100,8 @@ def write_histogram(routed: Routed, path: Path) -> None:
     matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
     import matplotlib.pyplot as plt
 
+    from aifabric.sim.plotting import MIN_FONT_PT
+
     by = routed.arc_bytes()
     tier = tier_of_arcs(routed)
     src, dst, _ = routed.fabric.arcs
@@ -117,9 +119,9 @@ def write_histogram(routed: Routed, path: Path) -> None:
     for ax, (label, v) in zip(axes[:, 0], shown, strict=False):
         ax.hist(v, bins=40, color="#4477aa")
         ax.set_title(f"{label}: {len(v):,} links, {int((v == 0).sum()):,} idle", fontsize=9)
-        ax.set_ylabel("links", fontsize=8)
-        ax.tick_params(labelsize=7)
-    axes[-1, 0].set_xlabel("load per link direction (MiB)", fontsize=8)
+        ax.set_ylabel("links", fontsize=MIN_FONT_PT)
+        ax.tick_params(labelsize=MIN_FONT_PT)
+    axes[-1, 0].set_xlabel("load per link direction (MiB)", fontsize=MIN_FONT_PT)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

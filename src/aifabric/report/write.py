@@ -5,6 +5,7 @@ never leaves a half-written report (:func:`aifabric.outputs.atomic_folder`)."""
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,11 +78,13 @@ def write_tables(result: SimResult, folder: Path, fmt: str = "csv") -> list[str]
 
 
 def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
-                 title: str | None = None, preamble: str = "", option: str = "--out") -> Path:
+                 title: str | None = None, preamble: str = "", option: str = "--out",
+                 groups: list[tuple[str, list[int]]] | None = None) -> Path:
     """Write tables, plots and ``report.md`` for one or several results into ``out``.
 
     One result: everything in ``out``. Several (compare, demo): one sub-folder per
-    scenario and a report comparing them. Text files a result carries in
+    scenario and a report comparing them (``groups``: which results are runs of one
+    experiment, see :func:`render_markdown`). Text files a result carries in
     ``meta["files"]`` (``run.json``: what the run was made from) go beside its tables.
     The folder is written atomically (see
     :mod:`aifabric.outputs`); ``out`` must be new, empty or a previous report.
@@ -105,19 +108,27 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
             for fname, text in sorted(r.meta.get("files", {}).items()):  # e.g. run.json
                 (sub / fname).write_text(text, encoding="utf-8")
             figs[name] = [prefix + x for x in write_plots(r, sub)]
-        comp = write_packet_comparison(results, tmp, names) if len(results) > 1 else []
+        comp = write_packet_comparison(results, tmp, names) \
+            if len(results) > 1 and groups is None else []
         md = render_markdown(results, names=names, figures=figs, files=files, title=title,
-                             preamble=preamble, comparison_figures=comp)
+                             preamble=preamble, groups=groups, comparison_figures=comp)
         (tmp / "report.md").write_text(md, encoding="utf-8")
     return out / "report.md"
 
 
 def _unique_names(names: list[str]) -> list[str]:
+    """A folder name per scenario: letters, digits, ``-_.``; any run of other characters
+    one ``-`` (``DCN+ spread`` -> ``DCN-spread``), none at either end; unique."""
     seen: dict[str, int] = {}
     out = []
     for n in names:
-        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in n) or "scenario"
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", n)
+        safe = re.sub(r"-{2,}", "-", safe).strip("-.") or "scenario"
         k = seen.get(safe, 0)
+        name = safe if not k else f"{safe}-{k + 1}"
+        while name in out:  # "a b", "a b", "a-b-2": the third is not the second's name
+            k += 1
+            name = f"{safe}-{k + 1}"
         seen[safe] = k + 1
-        out.append(safe if not k else f"{safe}-{k + 1}")
+        out.append(name)
     return out

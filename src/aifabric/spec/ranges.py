@@ -147,7 +147,8 @@ _SUFFIX_UNITS = (("_gbytes_per_s", "GB/s"), ("_gbps", "Gbit/s"), ("_mbps", "Mbit
 _SECONDS = {"GoodputSpec.horizon", "GoodputSpec.step_time", "ClassRate.mtbf",
             "ClassRate.repair", "Recovery.detect", "Recovery.restart", "Recovery.swap",
             "CheckpointLevel.every", "CheckpointLevel.save", "CheckpointLevel.upload",
-            "CheckpointLevel.restore", "Sweep.intervals.*"}
+            "CheckpointLevel.restore", "Sweep.intervals.*", "BadHosts.repair",
+            "Recovery.scheduler_wait"}
 
 
 def unit(path: str) -> str:

@@ -144,7 +144,9 @@ def _plot(stats: Any, field: str, others: list[str], figure: str, path: Path,
     series = (data.groupby(others, sort=True, dropna=False) if others
               else [((), data)])
     series = list(series)
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    from aifabric.sim.plotting import legend_outside, series_style, wrapped_title
+
+    fig, ax = plt.subplots(figsize=(9, 4.2), layout="constrained")
     width = 0.6 / max(len(series), 1)
     for k, (key, grp) in enumerate(series):
         grp = grp.set_index(field).reindex(xs)
@@ -156,9 +158,11 @@ def _plot(stats: Any, field: str, others: list[str], figure: str, path: Path,
         label = ", ".join(f"{o}={v}" for o, v in zip(others, key, strict=True)) or None
         y = grp["mean"].to_numpy(dtype=float)
         err = grp["std"].fillna(0).to_numpy(dtype=float)
-        line = ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=label,
-                           linestyle="-" if numeric else "none")
-        color = line[0].get_color()
+        style = series_style(k)
+        color = style["color"]
+        marker = "os^D"[(k // 10) % 4]  # with line style: distinct for 40 series
+        ax.errorbar(x, y, yerr=err, marker=marker, capsize=3, label=label, color=color,
+                    linestyle=style["linestyle"] if numeric else "none")
         lo, hi = grp["min"].to_numpy(dtype=float), grp["max"].to_numpy(dtype=float)
         if numeric and len(x) > 1:
             ax.fill_between(x, lo, hi, color=color, alpha=0.15, linewidth=0)
@@ -171,11 +175,10 @@ def _plot(stats: Any, field: str, others: list[str], figure: str, path: Path,
         ax.set_xscale("log")
     ax.set_xlabel(field)
     ax.set_ylabel(figure)
-    ax.set_title(title, fontsize=10)
+    wrapped_title(ax, title)
     ax.grid(alpha=0.3)
     if len(series) > 1:
-        ax.legend(fontsize=7)
-    fig.tight_layout()
+        legend_outside(ax)
     fig.savefig(path, dpi=100, metadata={"Software": None})
     plt.close(fig)
 

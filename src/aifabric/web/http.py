@@ -27,7 +27,8 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 #: a file of the run folder or the API page: no script at all
 FILE_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
 #: the largest request body accepted by default (``aifabric serve --max-body``): the API's
-#: bodies are a what-if's failure names (at most 64 of 200 characters), far under this
+#: bodies are a what-if's failure names (at most 1,024 of 200 characters: ~210 KB as
+#: JSON), under this
 MAX_BODY_BYTES = 1 << 20
 #: C0 control characters and DEL: never in a name, a path or an error line
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -168,13 +168,17 @@ class LoadSeries:
 
     # ----------------------------------------------------------------- hottest
     def hottest(self, f: Fabric | None, metric: str, t: int | None, k: int = 20,
-                alive: np.ndarray | None = None) -> list[dict[str, Any]]:
+                alive: np.ndarray | None = None,
+                only: np.ndarray | None = None) -> list[dict[str, Any]]:
         """The ``k`` arcs with the highest value (ties: lower arc first), with names
-        from the fabric (or the run's ``links`` table when ``f`` is None)."""
+        from the fabric (or the run's ``links`` table when ``f`` is None); ``only``: a
+        bool per arc, the arcs that may be listed (None: all)."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
             raise SpecError(Problem("k", f"{k!r}; allowed: a whole number >= 0"))
         v = self.row_values(metric, t)
         pos = np.flatnonzero(v > 0)
+        if only is not None:
+            pos = pos[np.asarray(only, dtype=bool)[self.rows[pos]]]
         top = pos[np.lexsort((self.rows[pos], -v[pos]))][:k]
         arcs = self.rows[top]
         vals = v[top]

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from aifabric.web.twin.core import MAX_FAIL  # failure names per request: one limit for both
 
 __all__ = ["ColourScale", "ErrorOut", "FabricInfo", "GraphEdge", "GraphNode", "HeatmapOut",
-           "HotLink", "InfoOut", "LabOut", "RunFile", "RunOut", "SearchHit", "SegmentOut",
-           "TableOut", "TierStat", "TopologyOut", "TraceOut", "TracesOut", "WhatifIn", "WhatifOut"]
+           "HotLink", "InfoOut", "LabOut", "PlaneOut", "RunFile", "RunOut", "SearchHit",
+           "SegmentOut", "TableOut", "TierStat", "TopologyOut", "TorOut", "TorPort", "TraceOut",
+           "TracesOut", "WhatifIn", "WhatifOut"]
 
 
 class _Open(BaseModel):
@@ -101,6 +102,42 @@ class SegmentOut(_Open):
     scale: ColourScale | None = None
 
 
+class PlaneOut(_Open):
+    pod: int
+    plane: int
+    planes: list[int] = Field(default_factory=list, description="the pod's planes")
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    stat: str | None = None
+    scale: ColourScale | None = None
+
+
+class TorPort(_Open):
+    link: int
+    port: int
+    iface: str = Field(description="the ToR's interface (Ethernet<n>)")
+    peer: str
+    peer_iface: str
+    tier: str
+    capacity_gbps: float
+    alive: bool
+    out: float | None = Field(None, description="the metric on the arc leaving the ToR")
+    flows_out: int | None = Field(None, description="flows (routing model) leaving here")
+    top_out: list[dict[str, Any]] = Field(default_factory=list, description="the "
+                                          "heaviest flows leaving: src, dst, bytes, "
+                                          "collective, job")
+
+
+class TorOut(_Open):
+    tor: str
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    ports: list[TorPort] = Field(description="every port of the ToR, by port number, with "
+                                 "its load and flows each way (out: leaving the ToR; "
+                                 "in: arriving)")
+    scale: ColourScale | None = None
+
+
 class SearchHit(_Open):
     name: str
     kind: str
@@ -169,13 +206,21 @@ class TraceOut(_Open):
                                              "arc, link, tier, bytes, utilization, flows, "
                                              "flow_bytes, bottleneck}`")
     bottleneck: dict[str, Any] | None = None
+    grouped: dict[str, Any] | None = Field(None, description="`{arcs, level, "
+                                           "bytes_inside}` when drawn on the overview's "
+                                           "groups (view=groups, or auto past max_edges)")
+    utilization_window: dict[str, float] | None = Field(
+        None, description="`{start_ns, end_ns}`: the selection's own time window that every "
+        "utilization (and the bottleneck) is computed over; null: the whole run's")
 
 
 class WhatifIn(BaseModel):
     """The links or switches to fail."""
 
     fail: list[str] = Field(default_factory=list, max_length=MAX_FAIL,
-                            description="switch names, ports `device:iface` or `link:<id>`",
+                            description="switch names, ports `device:iface`, `link:<id>`, "
+                            "or a whole `plane:<n>`, `pod:<n>`, `segment:<n>` (at most "
+                            f"{MAX_FAIL} entries)",
                             examples=[["tor-s00-r0-a"]])
 
 

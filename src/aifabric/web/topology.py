@@ -565,7 +565,7 @@ def _segment_nodes(f: Fabric, m: _Members, up: _Uplinks, dead: np.ndarray
     hi = np.arange(len(hosts))
     hx = (hi % per_row - (per_row - 1) / 2.0) * 48.0
     hy = 420.0 + (hi // per_row) * 70.0
-    gx = (np.arange(len(ug)) - (len(ug) - 1) / 2.0) * 220.0
+    gx = (np.arange(len(ug)) - (len(ug) - 1) / 2.0) * 420.0
 
     names = n.name
     tor_label = short_labels(names[tors].tolist())

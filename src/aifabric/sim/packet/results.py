@@ -89,46 +89,49 @@ def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:
     file names written (none for a result without packet tables)."""
     if "packet_queues" not in r.tables:
         return []
-    import matplotlib
+    from aifabric.sim.plotting import legend_outside, pyplot, series_style, wrapped_title
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["text.parse_math"] = False  # user text: no $math$
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = []
     q = r.tables["packet_queues"]
     if len(q["time_ns"]):
-        fig, ax = plt.subplots(figsize=(8, 4.2))
+        fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
         key = np.char.add(q["port"].astype(str), np.char.add(" TC", q["tc"].astype(str)))
         uniq, inv = np.unique(key, return_inverse=True)
         peak = np.zeros(len(uniq))
         np.maximum.at(peak, inv, q["queue_bytes"])
-        for i in np.argsort(-peak, kind="stable")[:top]:  # a dozen lines at most
+        drawn = 0
+        for n, i in enumerate(np.argsort(-peak, kind="stable")[:top]):  # a dozen lines
             if peak[i] <= 0:
                 break
             m = inv == i
-            ax.plot(q["time_ns"][m] / 1e3, q["queue_bytes"][m] / 1e3, lw=1, label=uniq[i])
+            ax.plot(q["time_ns"][m] / 1e3, q["queue_bytes"][m] / 1e3, lw=1, label=uniq[i],
+                    **series_style(n))
+            drawn += 1
         ax.set_xlabel("time (us)")
         ax.set_ylabel("queue (KB)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper right")
-        ax.set_title(f"{r.scenario}: deepest egress queues")
-        fig.tight_layout()
+        legend_outside(ax, title="egress port, traffic class")
+        wrapped_title(ax, f"{r.scenario}: the {drawn} deepest egress queues "
+                      f"(of {int((peak > 0).sum()):,} that held bytes; all in packet_queues)")
         fig.savefig(folder / "packet_queues.png", dpi=110)
         plt.close(fig)
         out.append("packet_queues.png")
     f = r.tables["packet_flows"]
     if len(f.get("time_ns", [])):
-        fig, ax = plt.subplots(figsize=(8, 4.2))
-        for qp in np.unique(f["qp"])[:top]:  # a dozen lines at most
+        fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
+        qps = np.unique(f["qp"])
+        for n, qp in enumerate(qps[:top]):  # a dozen lines at most
             m = f["qp"] == qp
-            ax.plot(f["time_ns"][m] / 1e3, f["rate_gbps"][m], lw=1, label=f"QP {qp}")
+            ax.plot(f["time_ns"][m] / 1e3, f["rate_gbps"][m], lw=1, label=f"QP {qp}",
+                    **series_style(n))
         ax.set_xlabel("time (us)")
         ax.set_ylabel("sending rate (Gbit/s)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="upper right")
-        ax.set_title(f"{r.scenario}: per-QP sending rate")
-        fig.tight_layout()
+        legend_outside(ax)
+        shown = f"the first {top} of {len(qps):,} QPs" if len(qps) > top else \
+            f"{len(qps):,} QP{'s' if len(qps) != 1 else ''}"
+        wrapped_title(ax, f"{r.scenario}: per-QP sending rate ({shown}; all in packet_flows)")
         fig.savefig(folder / "packet_rates.png", dpi=110)
         plt.close(fig)
         out.append("packet_rates.png")

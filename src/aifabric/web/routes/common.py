@@ -51,7 +51,8 @@ t_q = Query(-1, ge=-1, description="time step (index into info.times_ns); -1 = "
 stat_q = Query("max", pattern="^(max|p99|mean)$", description="how a group of links is "
                "coloured: max (the hottest link shows), p99 or mean of its links' figures")
 fail_q = Query([], max_length=MAX_FAIL, description="fail this switch, port "
-               "`device:iface` or `link:<id>` (repeat for several)")
+               "`device:iface`, `link:<id>`, or every switch of `plane:<n>`, `pod:<n>` or "
+               "`segment:<n>` (repeat for several)")
 
 
 def fail_set(fail: list[str]) -> tuple[str, ...]:
@@ -63,7 +64,8 @@ def fail_set(fail: list[str]) -> tuple[str, ...]:
         name = name.strip()
         if not name or len(name) > MAX_NAME or CONTROL.search(name):
             raise SpecError(Problem("fail", f"{name[:40]!r} is not a name; allowed: a switch,"
-                                    " a port device:iface or link:<id>, up to "
+                                    " a port device:iface, link:<id>, plane:<n>, pod:<n> or "
+                                    "segment:<n>, up to "
                                     f"{MAX_NAME} characters"))
         out[name] = None
     return tuple(out)

@@ -9,9 +9,17 @@ from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from aifabric.errors import SpecError
+from aifabric.errors import Problem, SpecError
 from aifabric.web.http import NotFound
-from aifabric.web.models import HeatmapOut, InfoOut, SearchHit, SegmentOut, TopologyOut
+from aifabric.web.models import (
+    HeatmapOut,
+    InfoOut,
+    PlaneOut,
+    SearchHit,
+    SegmentOut,
+    TopologyOut,
+    TorOut,
+)
 from aifabric.web.routes.common import MAX_NAME, TwinCall, fail_q, fail_set, metric_q, stat_q, t_q
 
 if TYPE_CHECKING:
@@ -63,6 +71,45 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
                 raise NotFound(err.problems) from None
             raise
 
+    @r.get("/api/plane", response_model=PlaneOut,
+           summary="One plane of a pod: every agg and core",
+           description="Every agg of the pod's plane and every core they are cabled to, "
+           "one node per switch, the plane's ToRs one group per segment; edges ToR group "
+           "-> agg and agg -> core, coloured by `stat` of their links.")
+    def plane(pod: int | None = Query(None, ge=0, description="the pod (default: the "
+                                      "first with aggs in the plane)"),
+              plane: int = Query(..., ge=-1, description="the plane (-1: a pod without "
+                                 "planes)"),
+              metric: str | None = metric_q, t: int = t_q, fail: list[str] = fail_q,
+              stat: str = stat_q) -> Response:
+        try:
+            how = call.heavy_call if fail else call
+            return how(twin.plane, pod, plane, metric=metric, t=t, fail=fail_set(fail),
+                       stat=stat)
+        except SpecError as err:
+            if any(p.path in ("pod", "plane") for p in err.problems):
+                raise NotFound(err.problems) from None
+            raise
+
+    @r.get("/api/tor/{name}", response_model=TorOut,
+           summary="One ToR: its ports, their load and flows",
+           description="The ToR, its NIC ports and aggs, one edge per port; `ports` "
+           "lists every port (interface, peer, tier, capacity, the metric each way, the "
+           "flows crossing it each way and the heaviest of them with their collective "
+           "and job).")
+    def tor(name: str, metric: str | None = metric_q, t: int = t_q,
+            fail: list[str] = fail_q) -> Response:
+        if len(name) > MAX_NAME:
+            raise NotFound(Problem("tor", f"a name of {len(name)} characters; allowed: "
+                                   f"at most {MAX_NAME}"))
+        try:
+            how = call.heavy_call if fail else call
+            return how(twin.tor, name, metric=metric, t=t, fail=fail_set(fail))
+        except SpecError as err:
+            if any(p.path == "tor" for p in err.problems):
+                raise NotFound(err.problems) from None
+            raise
+
     @r.get("/api/search", response_model=list[SearchHit], summary="Find a name",
            description="A switch, host, GPU, NIC port, port `device:iface` or IP address; "
            "exact matches first.")
@@ -74,11 +121,15 @@ def router(twin: Twin, call: TwinCall) -> APIRouter:
            description="Per tier and direction: mean (over all arcs, and over the "
            "active arcs, with a value > 0, as report.md gives it), p99 and max of the "
            "metric; the "
-           "hottest links; the per-tier series over time.")
+           "hottest links, each with the collective (pattern) that drives it; the "
+           "per-tier series over time.")
     def heatmap(metric: str | None = metric_q, t: int = t_q,
                 k: int = Query(20, ge=1, le=1000, description="hottest links listed"),
+                scope: str = Query("all", pattern="^(all|fabric)$", description="all: "
+                                   "every link; fabric: the scale-out links only (access, "
+                                   "leaf-spine, spine-core), not NVLink or PCIe"),
                 fail: list[str] = fail_q) -> Response:
         how = call.heavy_call if fail else call
-        return how(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail))
+        return how(twin.heatmap, metric=metric, t=t, k=k, fail=fail_set(fail), scope=scope)
 
     return r

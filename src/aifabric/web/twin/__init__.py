@@ -6,7 +6,8 @@ run folder or the lab; :mod:`.opening` says what each gives.
 
 What-if: a *failure set* is a tuple of strings — a switch (or any node) name, a port
 ``device:iface`` (``tor-s00-r0-a:Ethernet3``, ``host-s00-h000:ens0f1``) or
-``link:<id>`` — on top of the scenario's own failures; each set is routed once
+``link:<id>``, or a whole ``plane:<n>``, ``pod:<n>`` or ``segment:<n>`` (every switch
+of it) — on top of the scenario's own failures; each set is routed once
 (LRU of 8) and compared with the base routing exactly as ``route`` compares a
 scenario's failures (:func:`aifabric.routing.failover.compare_routes`).
 

@@ -27,13 +27,20 @@ if TYPE_CHECKING:  # imported when used (the server starts fast)
     from aifabric.routing.scenario import Scenario
     from aifabric.web.loads import LoadSeries
 
-__all__ = ["CACHE", "MAX_FAIL", "NO_SCENARIO", "RoutedState", "TwinCore", "arc_tiers",
+__all__ = ["CACHE", "MAX_FAIL", "NO_SCENARIO", "UNITS", "RoutedState", "TwinCore", "arc_tiers",
            "parse_failures"]
 
 #: the failure sets kept routed (besides the base)
 CACHE = 8
-#: most entries in one failure set (the API's limit too: aifabric.web.app uses it)
-MAX_FAIL = 64
+#: most entries in one failure set (the API's limit too: aifabric.web.app uses it). A
+#: whole plane, pod or segment is one entry (``plane:<n>``, ``pod:<n>``,
+#: ``segment:<n>``); the bound leaves room to name every switch of a plane of the HPN
+#: pod one by one (184: 120 ToRs, 60 aggs, 4 cores) and more, while one request stays
+#: far under the body limit (1,024 names of at most 200 characters: 200 KB) and its
+#: parsing under a second
+MAX_FAIL = 1024
+#: the whole-unit failure entries: every switch of the plane, pod or segment
+UNITS = ("plane", "pod", "segment")
 NO_SCENARIO = ("topology, tracing and what-if need the run's scenario: run.json or "
                "--scenario")
 
@@ -43,8 +50,10 @@ def parse_failures(f: Fabric, fail: tuple[str, ...] | list[str]) -> np.ndarray:
     """Bool per link: down by the failure set ``fail`` (see :mod:`aifabric.web.twin`).
 
     A switch name maps to scenario ``{switch: name}``, ``device:iface`` to ``{port:
-    ...}`` (:func:`aifabric.routing.failover.failed_links`), ``link:<id>`` to one link.
-    Bad entries: one SpecError on field ``fail`` naming each.
+    ...}`` (:func:`aifabric.routing.failover.failed_links`), ``link:<id>`` to one link,
+    ``plane:<n>``, ``pod:<n>`` and ``segment:<n>`` to every link of every switch of that
+    plane, pod or segment (a pod's ToRs and aggs; a segment's ToRs). Bad entries: one
+    SpecError on field ``fail`` naming each.
     """
     from aifabric.routing.failover import failed_links
 
@@ -57,9 +66,24 @@ def parse_failures(f: Fabric, fail: tuple[str, ...] | list[str]) -> np.ndarray:
     for text in fail:
         if not isinstance(text, str) or not text.strip() or len(text) > 200:
             problems.append(Problem("fail", "an empty or over-long entry; allowed: a switch "
-                                    "name, device:iface, or link:<id>"))
+                                    "name, device:iface, link:<id>, plane:<n>, pod:<n> or "
+                                    "segment:<n>"))
             continue
         text = text.strip()
+        unit, _, num = text.partition(":")
+        if unit in UNITS:
+            col = getattr(f.nodes, unit)
+            have = np.unique(col[f.is_switch & (col >= 0)])
+            if not num.isdigit() or int(num) not in set(have.tolist()):
+                shown = f"0..{int(have.max())}" if len(have) else "none in this fabric"
+                problems.append(Problem("fail", f"{text[:80]!r}: allowed: {unit}:<n> with n "
+                                        f"a {unit} of the fabric ({shown})"))
+                continue
+            sw = np.flatnonzero(f.is_switch & (col == int(num)))
+            hit = np.zeros(f.n_nodes, dtype=bool)
+            hit[sw] = True
+            down |= hit[f.links.a] | hit[f.links.b]
+            continue
         if text.startswith("link:"):
             lid = text[5:]
             if not lid.isdigit() or int(lid) >= f.n_links:

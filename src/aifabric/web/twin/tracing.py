@@ -8,13 +8,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aifabric.errors import Problem, SpecError
-from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
 from aifabric.web.twin.core import RoutedState, TwinCore, arc_tiers
 
 if TYPE_CHECKING:
     from aifabric.routing.route import Routed
 
-__all__ = ["MAX_TRACE_EDGES", "PATH_ROWS", "SHARING_ROWS", "Tracing"]
+__all__ = ["MAX_TRACE_EDGES", "PATH_ROWS", "SHARING_ROWS", "TRACE_VIEWS", "Tracing"]
+
+#: how a trace is drawn: every arc ("links"), the overview's groups ("groups": a group
+#: edge per pair of groups, the selection's bytes summed, its hottest arc's
+#: utilization), or "auto": groups when the arcs are more than ``max_edges`` (a whole
+#: traffic pattern of a pod), arcs otherwise
+TRACE_VIEWS = ("links", "groups", "auto")
 
 #: paths shown in a trace, sharing flows listed
 PATH_ROWS, SHARING_ROWS = 50, 50
@@ -38,17 +44,79 @@ class Tracing(TwinCore):
             coll_t = self.tables.get("collectives", {})
             times = {str(n): t for n, t in zip(coll_t.get("collective", []),
                                                coll_t.get("time_ns", []), strict=False)}
+            c_gpus, j_gpus = self._gpus_drawn()
             for j, name in enumerate(dag.jobs):  # jobs: a handful
-                out["jobs"].append({"id": j, "name": name,
+                out["jobs"].append({"id": j, "name": name, "gpus": int(j_gpus[j]),
                                     "collectives": sum(c.job == j for c in dag.collectives)})
             for i, c in enumerate(dag.collectives):
                 t = times.get(c.name)
+                g = int(c_gpus[i])
                 out["collectives"].append({
                     "id": i, "name": c.name, "job": dag.jobs[c.job] if c.job >= 0 else "",
-                    "op": c.op, "gpus": int(c.n_gpus), "size_bytes": int(c.size_bytes),
+                    "op": c.op, "gpus": g, "group_gpus": int(c.n_gpus),
+                    "groups": g // int(c.n_gpus) if c.op != "p2p" and c.n_gpus
+                    and g > int(c.n_gpus) and g % int(c.n_gpus) == 0 else None,
+                    "size_bytes": int(c.size_bytes),
                     "time_ns": None if t is None or not np.isfinite(t) else float(t)})
         out["patterns"] = [{"id": i, "name": n} for i, n in enumerate(self._patterns)]
         return out
+
+    def _gpus_drawn(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per collective and per job: the GPUs its transfers join (senders and
+        receivers) — the GPUs a trace of it draws. A collective of ``n_gpus`` run by
+        several groups at once (a TP AllReduce in every replica) joins ``groups x
+        n_gpus``; a send/recv stage counts both sides."""
+        dag = self._dag
+        xs = dag.xfer_stage
+        big = int(max(int(dag.src.max(initial=0)), int(dag.dst.max(initial=0)))) + 1
+
+        def per(owner: np.ndarray, n: int) -> np.ndarray:
+            ok = owner >= 0
+            o = owner[ok].astype(np.int64)
+            keys = np.unique(np.r_[o * big + dag.src[ok], o * big + dag.dst[ok]])
+            return np.bincount(keys // big, minlength=n)
+
+        return (per(dag.stage_coll[xs], len(dag.collectives)),
+                per(dag.stage_job[xs], len(dag.jobs)))
+
+    def _window_util(self, xsel: np.ndarray | None, fail: tuple[str, ...]
+                     ) -> tuple[np.ndarray, dict[str, Any]] | None:
+        """Per arc: the utilization during the selected transfers' own window (the first
+        start to the last end of a collective's or a job's transfers in the run's
+        ``transfers`` table): every transfer's bytes (the whole traffic's) spread evenly
+        over its [start, end], the part inside the window, on its arcs, over what each
+        arc carries in the window. None where there is no such window: no simulated
+        transfers, a traffic pattern or GPU pair, or an added failure (the routing model
+        has no time)."""
+        tr = self.tables.get("transfers")
+        if xsel is None or self._norm(fail) or self.run_command != "simulate" or not tr \
+                or "start_ns" not in tr or self._dag is None:
+            return None
+        s = np.asarray(tr["start_ns"], dtype=np.float64)
+        e = np.asarray(tr["end_ns"], dtype=np.float64)
+        if len(s) != len(xsel):
+            return None
+        mine = xsel & np.isfinite(s) & np.isfinite(e)
+        if not mine.any():
+            return None
+        t0, t1 = float(s[mine].min()), float(e[mine].max())
+        if not t1 > t0:
+            return None
+        T = self._base_extra("transfer_arcs", self.transfer_arcs)
+        if T is None or T.shape[0] != len(s):
+            return None
+        done = np.isfinite(s) & np.isfinite(e) & (e >= s)
+        rep = np.nan_to_num(np.asarray(tr.get("repeat", np.ones(len(s))), np.float64), nan=1.0)
+        moved = np.asarray(tr["size_bytes"], np.float64) * rep
+        ov = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0.0, None)
+        dur = e - s
+        part = np.where(dur > 0, np.divide(ov, dur, out=np.zeros_like(ov), where=dur > 0),
+                        ((s >= t0) & (s <= t1)).astype(np.float64))
+        w = np.where(done, moved * part, 0.0)
+        by = np.asarray(T.T @ w).ravel()
+        cap = self.fabric.arcs[2]
+        util = np.divide(by * 8.0, cap * (t1 - t0), out=np.zeros_like(by), where=cap > 0)
+        return util, {"start_ns": t0, "end_ns": t1}
 
     def _lookup(self, text: str | int, names: list[str], what: str) -> int:
         s = str(text).strip()
@@ -151,8 +219,8 @@ class Tracing(TwinCore):
 
     def trace(self, *, collective: str | int | None = None, job: str | int | None = None,
               src: str | None = None, dst: str | None = None,
-              fail: tuple[str, ...] = (), max_edges: int = MAX_TRACE_EDGES
-              ) -> dict[str, Any]:
+              fail: tuple[str, ...] = (), max_edges: int = MAX_TRACE_EDGES,
+              view: str = "links") -> dict[str, Any]:
         """The paths of a collective, a job or a GPU pair, hop by hop with each hop's
         load; the bottleneck (the most utilized arc on them) and who shares it.
 
@@ -167,6 +235,8 @@ class Tracing(TwinCore):
                 or not 1 <= int(max_edges) <= 10 * MAX_TRACE_EDGES:
             raise SpecError(Problem("max_edges", f"{max_edges!r}; allowed: 1.."
                                     f"{10 * MAX_TRACE_EDGES}"))
+        if view not in TRACE_VIEWS:
+            raise SpecError(Problem("view", f"{view!r}; allowed: " + ", ".join(TRACE_VIEWS)))
         self._need_routing("trace")
         st = self._state(fail)
         routed, rows, what, xsel = self._select(collective, job, src, dst, fail)
@@ -185,6 +255,9 @@ class Tracing(TwinCore):
         mine_b = np.bincount(routed.arcs[keep], weights=w, minlength=routed.n_arcs)
         mine_f = np.bincount(routed.arcs[keep], minlength=routed.n_arcs)
         util = st.util
+        window = self._window_util(xsel, fail) if routed is st.routed else None
+        if window is not None:  # the selection's own time window, not the whole run
+            util = window[0]
         # the bottleneck: most utilized, then most bytes, then the lowest arc id
         b = -1
         if len(arcs):
@@ -196,10 +269,14 @@ class Tracing(TwinCore):
             if len(on_b) and not np.isin(on_b, shown).any():
                 shown = np.r_[shown, on_b[:1]]
         # the edges sent: all of them, or (past max_edges) the bottleneck, the arcs of
-        # the listed paths, then the heaviest
+        # the listed paths, then the heaviest; or the overview's groups (``view``)
         total = len(arcs)
         sent = arcs
-        if total > max_edges:
+        grouped = view == "groups" or (view == "auto" and total > max_edges)
+        if grouped:
+            gd = _grouped(f, arcs, mine_b, mine_f, util, b)
+            sent = np.zeros(0, dtype=np.int64)
+        elif total > max_edges:
             first = np.unique(np.concatenate(
                 [routed.arcs[routed.ptr[i]:routed.ptr[i + 1]] for i in shown.tolist()]
                 + [np.array([b] if b >= 0 else [], dtype=np.int64)])).astype(np.int64)
@@ -215,8 +292,11 @@ class Tracing(TwinCore):
                   "total_bytes": float(st.arc_bytes[a]), "flows_here": int(mine_f[a]),
                   "flows_total": int(st.arc_flows[a]), "capacity_gbps": float(cap[a]),
                   "value": float(util[a]), "utilization": float(util[a]),
+                  "utilization_run": float(st.util[a]),
                   "bottleneck": int(a) == b} for a in sent.tolist()]
         nodes = _trace_nodes(f, np.unique(np.r_[a_src[sent], a_dst[sent]]))
+        if grouped:
+            nodes, edges = gd["nodes"], gd["edges"]
         hops, paths = [], []
         fl = routed.flows
         frac = routed.fractions
@@ -229,22 +309,31 @@ class Tracing(TwinCore):
                           "arc": int(a), "link": int(a // 2), "tier": str(tiers[a]),
                           "value": float(util[a]), "utilization": float(util[a]),
                           "bytes": float(st.arc_bytes[a]), "flows": int(st.arc_flows[a]),
-                          "flow_bytes": float(x), "bottleneck": int(a) == b}
+                          "flow_bytes": float(x), "bottleneck": int(a) == b,
+                          **({"group_edge": gd["edge_of_link"].get(int(a // 2))}
+                             if grouped else {})}
                          for a, x in zip(pa.tolist(), fb.tolist(), strict=True)])
             paths.append({"flow": int(i), "src": str(names[fl.src_gpu[i]]),
                           "dst": str(names[fl.dst_gpu[i]]), "bytes": float(wflow[i]),
                           "hops": hi - lo, "bottleneck": bool((pa == b).any())})
-        bott = self._bottleneck(st, b, self._selected_names(rows if base else None, xsel)) \
-            if b >= 0 else None
+        bott = self._bottleneck(st, b, self._selected_names(rows if base else None, xsel),
+                                util) if b >= 0 else None
+        if bott is not None:
+            bott["utilization_run"] = float(st.util[b])
+            bott["window"] = None if window is None else window[1]
         return {"what": what, "flows": len(rows),
                 "bytes": float(wflow[rows].sum()),
                 "utilization_measured": st.measured, "nodes": nodes, "edges": edges,
                 "truncated": {"edges_total": total, "edges_sent": len(sent)}
-                if len(sent) < total else None,
+                if len(sent) < total and not grouped else None,
+                "grouped": {"arcs": total, "level": gd["level"],
+                            "bytes_inside": gd["bytes_inside"]} if grouped else None,
                 "paths": paths, "hops": hops, "bottleneck": bott,
+                "utilization_window": None if window is None else window[1],
                 "failed": list(self._norm(fail))}
 
-    def _bottleneck(self, st: RoutedState, arc: int, exclude: set[str]) -> dict[str, Any]:
+    def _bottleneck(self, st: RoutedState, arc: int, exclude: set[str],
+                    util: np.ndarray | None = None) -> dict[str, Any]:
         """An arc's load and the flows of the whole traffic that share it; ``collectives``:
         every collective (pattern) with bytes on it but those in ``exclude`` (the traced
         ones) — a traced DP bucket's arc lists the job's other buckets."""
@@ -267,7 +356,8 @@ class Tracing(TwinCore):
         others = [c for c in self._flow_collectives_all(fl_on) if c and c not in exclude]
         return {"arc": arc, "link": arc // 2, "from": str(names[a_src[arc]]),
                 "to": str(names[a_dst[arc]]), "tier": str(arc_tiers(f)[arc]),
-                "utilization": float(st.util[arc]), "bytes": float(st.arc_bytes[arc]),
+                "utilization": float((st.util if util is None else util)[arc]),
+                "bytes": float(st.arc_bytes[arc]),
                 "flows": len(fl_on), "sharing": sharing, "collectives": others[:100]}
 
     def _selected_names(self, rows: np.ndarray | None, xsel: np.ndarray | None) -> set[str]:
@@ -369,3 +459,56 @@ def _trace_nodes(f: Fabric, ids: np.ndarray) -> list[dict[str, Any]]:
              "y": float(lvl * 120.0)}
             for i, lb, k, xx, lvl in zip(ids.tolist(), label.tolist(), kind.tolist(),
                                          x.tolist(), level.tolist(), strict=True)]
+
+
+def _grouped(f: Fabric, arcs: np.ndarray, mine_b: np.ndarray, mine_f: np.ndarray,
+             util: np.ndarray, b: int) -> dict[str, Any]:
+    """A trace drawn on the overview's groups (level auto, the topology's ids and
+    layout): one edge per group edge the arcs cross, with the selection's bytes each way
+    (``bytes_up``, ``bytes_down``; their sum ``bytes``), its flows, the arcs used and the
+    utilization of its busiest arc; arcs inside a group (NVLink, PCIe) are summed on the
+    group (``bytes_inside``). Every byte of the selection is on exactly one edge or
+    group."""
+    from aifabric.web.topology import _KIND_NAME, _groups
+
+    g = _groups(f, "auto")
+    links = arcs // 2
+    le = g.link_edge[links]
+    out = le >= 0
+    ea, e_arcs = le[out], arcs[out]
+    up = e_arcs % 2 == 0
+    E = len(g.edge_src)
+    bu = np.bincount(ea[up], weights=mine_b[e_arcs[up]], minlength=E)
+    bd = np.bincount(ea[~up], weights=mine_b[e_arcs[~up]], minlength=E)
+    fl = np.bincount(ea, weights=mine_f[e_arcs], minlength=E)
+    used = np.bincount(ea, minlength=E)
+    umax = np.zeros(E)
+    np.maximum.at(umax, ea, util[e_arcs])
+    has_b = np.zeros(E, dtype=bool)
+    if b >= 0 and g.link_edge[b // 2] >= 0:
+        has_b[g.link_edge[b // 2]] = True
+    inside = ~out
+    gin = g.gid[f.links.a[links[inside]]]
+    b_in = np.bincount(gin, weights=mine_b[arcs[inside]], minlength=g.n)
+    es = np.flatnonzero(used > 0)
+    touched = np.unique(np.r_[g.edge_src[es], g.edge_dst[es], np.flatnonzero(b_in > 0)])
+    kinds = [k.label for k in LinkKind]
+    nodes = [{"id": g.ids[i], "label": g.labels[i], "name": g.labels[i],
+              "kind": str(_KIND_NAME[int(g.kind[i])]), "count": int(g.count[i]),
+              "x": float(g.x[i]), "y": float(g.y[i]), "group": True,
+              "bytes_inside": float(b_in[i])} for i in touched.tolist()]
+    edges = []
+    for e in es.tolist():  # group edges used (a few hundred at most)
+        s_, t_ = int(g.edge_src[e]), int(g.edge_dst[e])
+        edges.append({"id": f"e:{g.ids[s_]}|{g.ids[t_]}", "source": g.ids[s_],
+                      "target": g.ids[t_], "tier": kinds[int(g.edge_kind[e])],
+                      "links": int(g.edge_links[e]), "arcs_used": int(used[e]),
+                      "bytes": float(bu[e] + bd[e]), "bytes_up": float(bu[e]),
+                      "bytes_down": float(bd[e]), "flows_here": int(fl[e]),
+                      "value": float(umax[e]), "utilization": float(umax[e]),
+                      "bottleneck": bool(has_b[e])})
+    edge_of_link = {int(lk): f"e:{g.ids[int(g.edge_src[e])]}|{g.ids[int(g.edge_dst[e])]}"
+                    for lk, e in zip(links[out].tolist(), ea.tolist(), strict=True)} \
+        if len(links) <= 200_000 else {}
+    return {"nodes": nodes, "edges": edges, "level": g.level,
+            "bytes_inside": float(b_in.sum()), "edge_of_link": edge_of_link}

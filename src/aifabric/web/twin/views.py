@@ -14,7 +14,7 @@ from aifabric.web.twin.core import TwinCore, arc_tiers
 if TYPE_CHECKING:
     from aifabric.web.loads import LoadSeries
 
-__all__ = ["Views"]
+__all__ = ["HOT_SCOPES", "Views"]
 
 
 class Views(TwinCore):
@@ -124,14 +124,49 @@ class Views(TwinCore):
                     "scale": colour_scale(m, out["edges"])})
         return out
 
+    def plane(self, pod: int | None, plane: int, *, metric: str | None = None, t: int | None = None,
+              fail: tuple[str, ...] = (), stat: str = "max") -> dict[str, Any]:
+        """One plane of a pod, every agg and core drawn (:func:`aifabric.web.levels.
+        plane_view`), coloured by ``stat``, with the colour scale."""
+        from aifabric.web.levels import plane_view
+
+        f = self._need_fabric("plane")
+        alive = self.alive(fail)
+        vals, m, agg = self._colour(metric, t, fail)
+        out = plane_view(f, pod, plane, vals, alive=alive, agg=agg, stat=stat)
+        out.update({"metric": m, "failed": list(self._norm(fail)),
+                    "scale": colour_scale(m, out["edges"])})
+        return out
+
+    def tor(self, name: str, *, metric: str | None = None, t: int | None = None,
+            fail: tuple[str, ...] = ()) -> dict[str, Any]:
+        """One ToR: every port with its load and the flows crossing it
+        (:func:`aifabric.web.levels.tor_view`), with the colour scale."""
+        from aifabric.web.levels import tor_view
+
+        f = self._need_fabric("tor")
+        alive = self.alive(fail)
+        vals, m, _ = self._colour(metric, t, fail)
+        routed = arc_flows = None
+        if self._flows is not None:
+            st = self._state(fail)
+            routed, arc_flows = st.routed, st.arc_flows
+        out = tor_view(f, name, vals, alive=alive, routed=routed, arc_flows=arc_flows,
+                       flow_label=getattr(self, "_flow_labels", None))
+        out.update({"metric": m, "failed": list(self._norm(fail)),
+                    "scale": colour_scale(m, out["edges"])})
+        return out
+
     def heatmap(self, *, metric: str | None = None, t: int | None = None,
-                fail: tuple[str, ...] = (), k: int = 20) -> dict[str, Any]:
+                fail: tuple[str, ...] = (), k: int = 20, scope: str = "all") -> dict[str, Any]:
         """Per-tier statistics of ``metric`` at ``t``, the ``k`` hottest arcs, the tier
         series over time. A tier's ``mean`` is over all its (alive) arcs; ``active``
         counts those with a value > 0 and ``mean_active`` is the mean over them — the
         figure report.md gives ("links that carried traffic")."""
         if not 1 <= int(k) <= 1000:
             raise SpecError(Problem("k", f"{k}; allowed: 1..1000"))
+        if scope not in HOT_SCOPES:
+            raise SpecError(Problem("scope", f"{scope!r}; allowed: " + ", ".join(HOT_SCOPES)))
         series, m, vals, tt = self._values(metric, t, fail)
         f = self.fabric
         tiers = []
@@ -156,10 +191,84 @@ class Views(TwinCore):
                                   "mean_active": float(act.mean()) if len(act) else 0.0,
                                   "p99": float(np.percentile(v, 99)),
                                   "max": float(v.max())})
-        return {"metric": m, "t": -1 if tt is None else tt,
+        only = None
+        if scope == "fabric" and f is not None:  # the scale-out links: NIC port and up
+            only = np.repeat(f.links.kind >= LinkKind.ACCESS, 2)
+        hot = series.hottest(f, m, tt, k=int(k), alive=alive, only=only)
+        if f is not None and self._flows is not None and hot:
+            self._add_drivers(hot, fail)
+        return {"metric": m, "t": -1 if tt is None else tt, "scope": scope,
                 "times_ns": [float(x) for x in series.times_ns], "tiers": tiers,
-                "hottest": series.hottest(f, m, tt, k=int(k), alive=alive),
-                "series": series.tier_series(f, m)}
+                "hottest": hot, "series": series.tier_series(f, m)}
+
+    def _add_drivers(self, hot: list[dict[str, Any]], fail: tuple[str, ...]) -> None:
+        """Put on each hottest row what drives it: the collective (traffic pattern) with
+        the most bytes on that arc in the routing model (``driver``, its ``job``, its
+        ``driver_share`` of the arc's bytes, ``drivers``: how many share it), and the
+        view that draws that link one by one (``view``: a ToR's or a plane's)."""
+        st = self._state(fail)
+        r = st.routed
+        f = r.fabric
+        arcs = np.array([h["arc"] for h in hot], dtype=np.int64)
+        by, names, jobs = self._arc_collective_bytes(r, arcs)
+        n, L = f.nodes, f.links
+        for i, h in enumerate(hot):  # k rows (20 by default)
+            row = by[i]
+            tot = float(row.sum())
+            if tot > 0:
+                c = int(np.argmax(row))
+                h.update(driver=names[c], job=jobs[c], driver_share=float(row[c] / tot),
+                         drivers=int((row > 0).sum()))
+            else:
+                h.update(driver="", job="", driver_share=0.0, drivers=0)
+            lk = int(h["link"])
+            a, b = int(L.a[lk]), int(L.b[lk])
+            if n.kind[b] == NodeKind.TOR or n.kind[a] == NodeKind.TOR:
+                h["view"] = {"tor": str(n.name[b if n.kind[b] == NodeKind.TOR else a])}
+            elif n.kind[a] == NodeKind.AGG:
+                h["view"] = {"plane": {"pod": int(n.pod[a]), "plane": int(n.plane[a])}}
+            else:
+                h["view"] = None
+
+    def _arc_collective_bytes(self, r: Any, arcs: np.ndarray
+                              ) -> tuple[np.ndarray, list[str], list[str]]:
+        """arcs x collectives (patterns): the bytes each puts on each arc of ``arcs`` in
+        the routing ``r`` (a workload: each connection's transfers, split over its QPs as
+        the simulators send them), the collectives' names and jobs."""
+        import scipy.sparse as sp
+
+        want = np.full(r.n_arcs, -1, dtype=np.int64)
+        want[arcs] = np.arange(len(arcs))
+        pos = want[r.arcs]
+        on = np.flatnonzero((pos >= 0) & (r.fractions > 0))
+        fl = np.repeat(np.arange(len(r.flows)), np.diff(r.ptr))[on]
+        K = len(arcs)
+        dag = self._dag
+        if dag is not None and self._xconn is not None:
+            conn = np.asarray(r.flows.conn, dtype=np.int64)
+            xconn = self._xconn.astype(np.int64)
+            n_conn = max(int(xconn.max()) + 1 if len(xconn) else 0,
+                         int(conn.max()) + 1 if len(conn) else 0)
+            nc = len(dag.collectives)
+            xc = dag.stage_coll[dag.xfer_stage].astype(np.int64)
+            ok = xc >= 0
+            moved = (dag.size_bytes * dag.repeat[dag.xfer_stage]).astype(np.float64)
+            cx = sp.csr_matrix((moved[ok], (xconn[ok], xc[ok])), shape=(n_conn, max(nc, 1)))
+            nq = np.bincount(conn, minlength=n_conn).astype(np.float64)
+            c_on = conn[fl]
+            e = sp.csr_matrix((r.fractions[on] / np.maximum(nq[c_on], 1.0), (pos[on], c_on)),
+                              shape=(K, n_conn))
+            out = np.asarray((e @ cx).todense())
+            names = [c.name for c in dag.collectives] or [""]
+            jobs = [dag.jobs[c.job] if c.job >= 0 else "" for c in dag.collectives] or [""]
+            return out, names, jobs
+        if self._pattern_of_flow is not None and self._patterns:
+            P = len(self._patterns)
+            w = r.fractions[on] * r.flows.size_bytes[fl]
+            out = np.bincount(pos[on] * P + self._pattern_of_flow[fl], weights=w,
+                              minlength=K * P).reshape(K, P)
+            return out, list(self._patterns), [""] * P
+        return np.zeros((K, 1)), [""], [""]
 
     def search(self, q: str) -> list[dict[str, Any]]:
         """Nodes, ports and IPs matching ``q`` (:func:`aifabric.web.topology.search`)."""
@@ -168,6 +277,9 @@ class Views(TwinCore):
         return search(self._need_fabric("q"), q)
 
 
+#: which links the hottest list ranks: every link, or the scale-out fabric's (access,
+#: leaf-spine, spine-core: not NVLink or PCIe inside a host)
+HOT_SCOPES = ("all", "fabric")
 #: the unit of each metric's per-link figure (the legend prints it)
 METRIC_UNIT = {"utilization": "fraction of capacity", "peak_utilization":
                "fraction of capacity", "bytes": "bytes", "queue_bytes": "bytes",

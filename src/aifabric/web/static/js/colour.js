@@ -62,3 +62,25 @@ export function legend(box, metric, top, note, scale) {
   box.dataset.lo = String(lo);
   box.dataset.max = String(top);
 }
+/** -1..1 -> a diverging colour: blue (less load) through light grey (no change) to red
+ *  (more load): a what-if's change per link. */
+export function diverging(v) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "#b8c2cc";
+  const x = Math.max(-1, Math.min(1, v));
+  const mid = [205, 210, 216]; const end = x < 0 ? [30, 90, 200] : [200, 30, 30];
+  const f = Math.abs(x);
+  return "rgb(" + mid.map((m, i) => Math.round(m + f * (end[i] - m))).join(",") + ")";
+}
+/** A diverging legend: ``lo`` (blue) .. 0 (grey) .. ``hi`` (red) with their values. */
+export function divergingLegend(box, metric, top, note) {
+  clear(box);
+  box.hidden = false;
+  box.appendChild(el("span", note));
+  const bar = el("span", null, "bar");
+  const stops = [-1, -0.5, 0, 0.5, 1].map((x) => diverging(x) + " " + (50 + 50 * x) + "%");
+  bar.style.background = "linear-gradient(to right, " + stops.join(", ") + ")";
+  box.appendChild(el("span", "−" + (metricText(metric, top) || "0"), "lo"));
+  box.appendChild(bar);
+  box.appendChild(el("span", "+" + (metricText(metric, top) || "0"), "hi"));
+  box.dataset.max = String(top);
+}

@@ -32,6 +32,18 @@ export function metricText(metric, v) {
   if (metric === "bytes" || metric === "queue_bytes") return bytes(v);
   return fmt(v);
 }
+/** A figure in at most 4 characters for a small cell: 87%, 128M (bytes, binary), 1.2k. */
+export function short(metric, v) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "";
+  if (metric === "utilization") return Math.round(100 * v) + "%";
+  const bin = metric === "bytes" || metric === "queue_bytes";
+  const k = bin ? 1024 : 1000;
+  const units = ["", "k", "M", "G", "T", "P"];
+  let x = Math.abs(v); let i = 0;
+  while (x >= k && i < units.length - 1) { x /= k; i += 1; }
+  const t = x >= 10 || i === 0 ? String(Math.round(x)) : x.toFixed(1);
+  return (v < 0 ? "-" : "") + t + units[i];
+}
 export function ms(ns) { return (Number(ns) / 1e6).toFixed(3) + " ms"; }
 /** Fill a <table> from column names and rows (arrays or objects), every cell as text;
  *  with no rows, ``opts.empty`` (a sentence saying why) goes in as the table's caption. */

@@ -30,6 +30,13 @@ const cyStyle = [
   { selector: "edge.bottleneck", style: { "line-color": "#d00000", "width": 7,
     "label": "data(label)", "font-size": 9, "color": "#d00000",
     "text-background-color": "#fff", "text-background-opacity": 1 } },
+  { selector: "edge.moved", style: { "line-style": "solid" } },
+  { selector: "edge.was", style: { "line-color": "#1e5ac8", "line-style": "dashed", "width": 4,
+    "opacity": 1, "target-arrow-shape": "triangle", "target-arrow-color": "#1e5ac8" } },
+  { selector: "edge.now", style: { "line-color": "#ff00aa", "width": 4, "opacity": 1,
+    "target-arrow-shape": "triangle", "target-arrow-color": "#ff00aa" } },
+  { selector: "edge.both", style: { "line-color": "#5b6675", "width": 3, "opacity": 1,
+    "target-arrow-shape": "triangle", "target-arrow-color": "#5b6675" } },
   { selector: "edge.fast", style: { "curve-style": "haystack", "opacity": 1 } },
   { selector: ":selected", style: { "overlay-color": "#1f6fb2", "overlay-opacity": 0.2 } },
 ];
@@ -71,12 +78,14 @@ function positionsBox(cy) {
   if (x1 === Infinity) return null;
   return { x1, x2, y1, y2, w: x2 - x1, h: y2 - y1 };
 }
-/** Fit the view to the nodes' positions, with room for node sizes and labels. */
+/** Fit the view to the nodes' positions, with room for node sizes and labels (and
+ *  for upright labels under the bottom row, when some are drawn). */
 export function fitView(cy) {
   const bb = positionsBox(cy);
   if (!bb) return;
   const pad = 40;
-  const w = Math.max(1, cy.width() - 2 * pad); const h = Math.max(1, cy.height() - 2 * pad);
+  const below = cy.nodes(".vlabel").length ? 110 : 0;
+  const w = Math.max(1, cy.width() - 2 * pad); const h = Math.max(1, cy.height() - 2 * pad - below);
   const z = Math.max(cy.minZoom(), Math.min(2, w / Math.max(bb.w, 1), h / Math.max(bb.h, 1)));
   cy.viewport({ zoom: z, pan: { x: pad + (w - bb.w * z) / 2 - bb.x1 * z,
     y: pad + (h - bb.h * z) / 2 - bb.y1 * z } });
@@ -87,12 +96,20 @@ export function readableLabels(cy) {
   // host labels stay small (hidden until zoomed in: a segment has 136 of them), except
   // the highlighted one
   cy.style().fromJson(cyStyle.concat([
-    { selector: "node", style: { "font-size": Math.max(6, 11 / z) } },
-    { selector: "node[kind = 'host']", style: { "font-size": 8 } },
+    { selector: "node", style: { "font-size": Math.max(6, 11 / z), "text-max-width": 150 / z } },
+    // hosts 48 apart in a segment's rows: as large as their short names fit side by side
+    { selector: "node[kind = 'host']", style: { "font-size": Math.min(17, Math.max(6, 9 / z)) } },
     { selector: "node.partdown", style: { "border-color": "#c62828", "border-width": 3 } },
   { selector: "edge.partdown", style: { "line-style": "dashed" } },
   { selector: "node.highlight", style: { "font-size": Math.max(6, 12 / z) } },
+  // a dense row (a pod's ToR groups, a ToR's NIC ports): labels read top to bottom
+  { selector: "node.vlabel", style: { "text-rotation": -Math.PI / 2, "text-wrap": "none",
+    "text-valign": "center", "text-margin-y": "data(lm)", "font-size": Math.max(6, 10 / z) } },
   ])).update();
+  const fs = Math.max(6, 10 / z);
+  cy.nodes(".vlabel").forEach((n) => {
+    n.data("lm", 0.29 * fs * String(n.data("label") || "").length + n.data("size") / 2 + 3 / z);
+  });
 }
 export function makeCy(container) {
   // eslint-disable-next-line no-undef
@@ -101,3 +118,14 @@ export function makeCy(container) {
     hideEdgesOnViewport: true, textureOnViewport: true });
 }
 
+
+/** The label drawn on a node: a group names what it holds (segment, tier, plane:
+ *  "seg 3 ToRs plane 0") and its member count; a switch its (short) name. */
+export function nodeLabel(n) {
+  if (n.count) {
+    return (n.label || n.name || n.id) + "\n×" + fmtCount(n.count)
+      + (n.down ? " (" + fmtCount(n.down) + " down)" : "");
+  }
+  return n.label || n.name || n.id;
+}
+function fmtCount(v) { return Number(v).toLocaleString("en-US"); }

@@ -3,9 +3,9 @@
 
 import { call, guarded } from "./client.js";
 import { apiScaler, heat, legend, perLink, scaler } from "./colour.js";
-import { $, fillTable, fmt, metricText, ms } from "./dom.js";
-import { state } from "./state.js";
-import { applyHighlight, drawTopology, drill } from "./topology.js";
+import { $, fillTable, fmt, metricText, ms, short } from "./dom.js";
+import { api, state } from "./state.js";
+import { applyHighlight, drill, goTo, level } from "./topology.js";
 import { show } from "./views.js";
 
 export async function openHeatmap() {
@@ -13,7 +13,8 @@ export async function openHeatmap() {
 }
 export async function drawHeatmap() {
   const h = state.heat;
-  const data = await call("heatmap", { metric: h.metric, t: h.t, k: 20 }, { withFail: true });
+  const data = await call("heatmap", { metric: h.metric, t: h.t, k: 20, scope: h.scope || "all" },
+    { withFail: true });
   h.data = data;
   const times = data.times_ns || (state.info.times_ns || []);
   $("heat-time-label").textContent = h.t < 0 ? "whole run" : "step " + h.t + " of " + times.length
@@ -25,8 +26,14 @@ export async function drawHeatmap() {
       format: { mean: (v) => metricText(h.metric, v), mean_active: (v) => metricText(h.metric, v),
       p99: (v) => metricText(h.metric, v), max: (v) => metricText(h.metric, v) } });
   const hot = data.hottest || [];
-  fillTable($("heat-hottest"), ["from", "from_port", "to", "to_port", "tier", "value"], hot,
-    { format: { value: (v) => metricText(h.metric, v) }, onClick: (row) => guarded(() => showLink(row)) });
+  const cols = ["from", "from_port", "to", "to_port", "tier", "value"];
+  if (hot.some((r) => r.driver !== undefined)) cols.push("driver", "job");
+  fillTable($("heat-hottest"), cols, hot,
+    { headers: { driver: "driven by (collective / pattern)", job: "job" },
+      format: { value: (v) => metricText(h.metric, v),
+        driver: (v, row) => (v ? v + (row.drivers > 1 ? " (" + Math.round(100 * row.driver_share)
+          + "% of its bytes; " + fmt(row.drivers) + " share it)" : "") : "—") },
+      onClick: (row) => guarded(() => showLink(row)) });
   const when = h.t < 0 ? "in the whole run" : "at step " + h.t;
   empty("heat-tiers-empty", !(data.tiers || []).length,
     "No tier statistics: the fabric's links are not known here (a run folder without its scenario).");
@@ -117,38 +124,69 @@ function drawSeries(series, h, stepTimes) {
     $("heat-time").value = String(t); h.t = t; guarded(drawHeatmap);
   };
 }
-/** One cell per aggregated link group of the overview, sorted by tier then value. */
+/** One cell per aggregated link group of the overview: one block of rows per tier,
+ *  labelled with the tier and its group count on the left, cells by value (hottest
+ *  first); a cell big enough carries its figure. */
 function drawLinkGrid(topo, metric) {
   const cv = $("heat-links"); cv.hidden = false; const ctx = cv.getContext("2d");
-  const edges = topo.edges.slice().sort((a, b) => (a.tier < b.tier ? -1 : a.tier > b.tier ? 1 : b.value - a.value));
-  const scale = apiScaler(topo.scale, metric, edges.map(perLink));
-  const cols = Math.max(1, Math.ceil(Math.sqrt(edges.length * 4)));
-  const cell = Math.max(4, Math.floor(cv.width / cols));
-  cv.height = Math.max(20, Math.ceil(edges.length / cols) * cell);
+  const tiers = Array.from(new Set(topo.edges.map((e) => e.tier))).sort();
+  const scale = apiScaler(topo.scale, metric, topo.edges.map(perLink));
+  const left = 120;
+  const per = tiers.map((t) => topo.edges.filter((e) => e.tier === t)
+    .sort((a, b) => (perLink(b) || 0) - (perLink(a) || 0)));
+  const n = topo.edges.length;
+  const area = (cv.width - left) * 220;
+  const cell = Math.max(6, Math.min(40, Math.floor(Math.sqrt(area / Math.max(1, n)))));
+  const cols = Math.max(1, Math.floor((cv.width - left) / cell));
+  const rows = per.map((es) => Math.max(1, Math.ceil(es.length / cols)));
+  cv.height = Math.max(20, rows.reduce((a, b) => a + b, 0) * cell + 4 * tiers.length);
   ctx.clearRect(0, 0, cv.width, cv.height);
-  edges.forEach((e, i) => {
-    const down = e.links && e.links_down >= e.links;
-    ctx.fillStyle = down ? "#000" : heat(scale(perLink(e)));
-    ctx.fillRect((i % cols) * cell, Math.floor(i / cols) * cell, cell - 1, cell - 1);
+  const where = [];  // [x, y, edge] of each cell, for clicks
+  const labels = [];
+  let y = 0;
+  ctx.textBaseline = "middle";
+  per.forEach((es, ti) => {
+    ctx.fillStyle = "#1b2430"; ctx.font = "11px sans-serif"; ctx.textAlign = "left";
+    const label = tiers[ti] + " (" + fmt(es.length) + ")";
+    labels.push(label);
+    ctx.fillText(label, 2, y + Math.min(cell, rows[ti] * cell) / 2);
+    es.forEach((e, i) => {
+      const x = left + (i % cols) * cell; const yy = y + Math.floor(i / cols) * cell;
+      const down = e.links && e.links_down >= e.links;
+      const v = perLink(e);
+      ctx.fillStyle = down ? "#000" : heat(scale(v));
+      ctx.fillRect(x, yy, cell - 1, cell - 1);
+      if (cell >= 30 && !down) {
+        const x01 = scale(v);
+        ctx.fillStyle = x01 > 0.6 ? "#fff" : "#1b2430"; ctx.font = "9px sans-serif"; ctx.textAlign = "center";
+        ctx.fillText(short(metric, v), x + cell / 2, yy + cell / 2);
+      }
+      where.push([x, yy, e]);
+    });
+    y += rows[ti] * cell + 4;
   });
-  const down = edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
+  cv.dataset.rows = JSON.stringify(labels);
+  cv.dataset.cell = String(cell);
+  cv.dataset.valued = String(cell >= 30);
+  const down = topo.edges.filter((e) => e.links_down > 0).reduce((s, e) => s + e.links_down, 0);
   legend($("heat-links-scale"), metric, scale.max, metric + " " + (topo.colour_by || "per link"),
     topo.scale);
-  $("heat-links-label").textContent = fmt(edges.length) + " link groups, each coloured by the "
+  $("heat-links-label").textContent = fmt(n) + " link groups, each coloured by the "
     + (topo.stat || "mean") + " of its links (" + metricText(metric, scale.min || 0) + " to "
     + metricText(metric, scale.max) + (topo.scale ? ", " + topo.scale.unit : "") + "); " + fmt(down)
     + " links down (black = every link of the group down)";
   cv.onclick = (ev) => {
     const r = cv.getBoundingClientRect();
-    const x = Math.floor((ev.clientX - r.left) * (cv.width / r.width) / cell);
-    const y = Math.floor((ev.clientY - r.top) * (cv.height / r.height) / cell);
-    const e = edges[y * cols + x];
-    if (!e) return;
+    const px = (ev.clientX - r.left) * (cv.width / r.width);
+    const py = (ev.clientY - r.top) * (cv.height / r.height);
+    const hit = where.find(([x, yy]) => px >= x && px < x + cell && py >= yy && py < yy + cell);
+    if (!hit) return;
+    const e = hit[2];
     $("heat-links-label").textContent = e.tier + ": " + e.source + " — " + e.target + " · "
       + fmt(e.links) + " links · up " + metricText(metric, e.up) + " · down " + metricText(metric, e.down);
     guarded(async () => {
       await show("topology", { keep: true });
-      if (state.topo.segment !== null) { state.topo.segment = null; await drawTopology(true); }
+      if (level() !== "overview") await goTo({});
       applyHighlight({ id: e.id });
     });
   };
@@ -157,9 +195,20 @@ function drawLinkGrid(topo, metric) {
 async function showLink(row) {
   if (!state.info.fabric) return;
   await show("topology", { keep: true });
+  if (row.view && row.tier !== "access") {
+    // a ToR uplink or an agg-core link: the view that draws it one by one
+    await goTo(row.view);
+    const hit = applyHighlight({ id: "l:" + row.link, link: row.link, name: row.from });
+    if (!hit && row.view.plane) {
+      const a = api.cy.nodes().filter((n) => n.data("name") === row.from || n.data("name") === row.to);
+      if (a.length === 2) applyHighlight({ id: a.edgesWith(a).id() || "" }) || applyHighlight({ name: row.from });
+      else applyHighlight({ name: row.from });
+    }
+    return;
+  }
   if (row.segment !== null && row.segment !== undefined && row.segment >= 0) {
     if (state.topo.segment !== row.segment) await drill(row.segment);
-  } else if (state.topo.segment !== null) { state.topo.segment = null; await drawTopology(true); }
+  } else if (level() !== "overview") await goTo({});
   const h = { id: "l:" + row.link, link: row.link, name: row.from };
   if (!applyHighlight(h)) {
     applyHighlight({ name: row.to }) || applyHighlight({ name: row.from });

@@ -25,7 +25,7 @@ import { showLab } from "./lab.js";
 import { showRun, showTable } from "./run.js";
 import { runSearch } from "./search.js";
 import { api, markReady, state } from "./state.js";
-import { bindTopologyEvents, drawTopology, drill, openTopology } from "./topology.js";
+import { bindTopologyEvents, drawTopology, drill, goTo, openTopology } from "./topology.js";
 import { bindTraceEvents, doTrace, openTrace } from "./trace.js";
 import { availableViews, onView, show, showInfo } from "./views.js";
 import { bindWhatifEvents, doWhatif, openWhatif } from "./whatif.js";
@@ -52,6 +52,7 @@ function bind() {
   });
   $("topo-time").addEventListener("change", (ev) => { state.topo.t = Number(ev.target.value); guarded(() => drawTopology(false)); });
   $("heat-metric").addEventListener("change", (ev) => { state.heat.metric = ev.target.value; guarded(drawHeatmap); });
+  $("heat-scope").addEventListener("change", (ev) => { state.heat.scope = ev.target.value; guarded(drawHeatmap); });
   $("heat-time").addEventListener("change", (ev) => { state.heat.t = Number(ev.target.value); guarded(drawHeatmap); });
   $("run-prev").addEventListener("click", () => guarded(() => showTable(state.runTable.name, Math.max(0, state.runTable.offset - state.runTable.limit))));
   $("run-next").addEventListener("click", () => guarded(() => showTable(state.runTable.name, state.runTable.offset + state.runTable.limit)));
@@ -67,6 +68,7 @@ function bind() {
 async function start() {
   api.cy = makeCy($("cy"));
   api.traceCy = makeCy($("trace-cy"));
+  api.whatifCy = makeCy($("whatif-cy"));
   bind();
   const ok = await guarded(async () => {
     const info = await call("info");
@@ -82,6 +84,7 @@ async function start() {
 
 Object.assign(api, {
   show: (v) => show(v), drill: (s) => guarded(() => drill(s)),
+  goTo: (where) => guarded(() => goTo(where)),
   search: (q) => guarded(() => runSearch(q)), whatif: (f) => guarded(() => doWhatif(f)),
   trace: (key) => guarded(() => doTrace(key)), heat, fmt,
 });

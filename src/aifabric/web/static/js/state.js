@@ -5,7 +5,8 @@ export const state = {
   info: null,
   view: null,
   fail: [],           // the failure set every load-bearing request carries as fail=
-  topo: { metric: null, t: -1, stat: "max", segment: null, data: null },
+  topo: { metric: null, t: -1, stat: "max", segment: null, plane: null, tor: null, data: null,
+    drawMs: null },  // the level drawn: overview, plane {pod, plane}, segment or tor (a name)
   heat: { metric: null, t: -1, data: null, links: null },
   trace: { data: null, key: null },
   whatif: null,
@@ -22,7 +23,7 @@ let resolveReady;
 const ready = new Promise((r) => { resolveReady = r; });
 
 /** window.aifabric: cy (topology) and traceCy are set by main.js once made. */
-export const api = { state, ready, cy: null, traceCy: null };
+export const api = { state, ready, cy: null, traceCy: null, whatifCy: null };
 window.aifabric = api;
 
 /** Say the first view is drawn (ok) or failed: body[data-ready] and the ready promise. */

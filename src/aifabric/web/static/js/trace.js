@@ -3,8 +3,8 @@
 
 import { call, guarded } from "./client.js";
 import { heat, legend, scaler } from "./colour.js";
-import { $, bytes, clear, detailRows, el, fillTable, fmt, metricText } from "./dom.js";
-import { BIG_TRACE, KIND_COLOUR, fitView, readableLabels, spreadRows } from "./graph.js";
+import { $, bytes, clear, detailRows, el, fillTable, fmt, metricText, ms } from "./dom.js";
+import { BIG_TRACE, KIND_COLOUR, fitView, nodeLabel, readableLabels, spreadRows, stretch } from "./graph.js";
 import { api, state } from "./state.js";
 
 export async function openTrace() {
@@ -19,7 +19,8 @@ export async function openTrace() {
       if (!items.length) continue;
       const g = document.createElement("optgroup"); g.label = label;
       for (const it of items) {
-        const text = (it.name || it.id) + (it.op ? " · " + it.op : "") + (it.gpus ? " · " + fmt(it.gpus) + " GPUs" : "")
+        const text = (it.name || it.id) + (it.op ? " · " + it.op : "") + (it.gpus ? " · " + fmt(it.gpus) + " GPUs"
+          + (it.groups ? " (" + fmt(it.groups) + " groups of " + fmt(it.group_gpus) + ")" : "") : "")
           + (it.size_bytes ? " · " + bytes(it.size_bytes) : "") + (it.job && key === "collective" ? " · job " + it.job : "");
         const o = el("option", text);
         o.value = JSON.stringify([key, key === "job" ? it.name : (it.id !== undefined ? it.id : it.name)]);
@@ -34,7 +35,8 @@ export async function openTrace() {
 }
 export async function doTrace(key) {
   state.trace.key = key;
-  const params = {};
+  const t0 = performance.now();
+  const params = { view: "auto" };
   params[key[0]] = key[1];
   if (key[0] === "pair") { params.src = key[1][0]; params.dst = key[1][1]; delete params.pair; }
   const data = await call("trace", params, { withFail: true });
@@ -62,26 +64,41 @@ export async function doTrace(key) {
       width: big ? 1 : 2 + Math.min(6, Math.log2(1 + (e.flows_here || 1))),
       label: e.bottleneck ? "bottleneck " + (useUtil ? metricText("utilization", e.utilization) : bytes(e.bytes)) : "" }) }));
   cy.resize();
-  cy.batch(() => { cy.elements().remove(); cy.add(nodes.concat(edges)); });
-  cy.batch(() => spreadRows(cy));
-  fitView(cy);
-  readableLabels(cy);
+  if (data.grouped) {
+    drawGrouped(cy, data, useUtil, scale, values);
+  } else {
+    cy.batch(() => { cy.elements().remove(); cy.add(nodes.concat(edges)); });
+    cy.batch(() => spreadRows(cy));
+    fitView(cy);
+    readableLabels(cy);
+  }
   const tr = data.truncated;
+  const gr = data.grouped;
   $("trace-summary").textContent = (data.what || "") + " — " + fmt(data.flows) + " flows, "
-    + bytes(data.bytes) + ", " + fmt(tr ? tr.edges_total : data.edges.length) + " links (arcs) used";
+    + bytes(data.bytes) + ", " + fmt(gr ? gr.arcs : tr ? tr.edges_total : data.edges.length) + " links (arcs) used"
+    + (gr ? "; drawn as " + fmt(data.edges.length) + " group links between " + fmt(data.nodes.length)
+      + " groups (the topology's overview), each with the traced bytes and its busiest link's utilization" : "")
+    + (data.utilization_window ? "; utilization over its own window " + ms(data.utilization_window.start_ns)
+      + " – " + ms(data.utilization_window.end_ns) : "");
   const note = $("trace-truncated");
   note.hidden = !tr;
   note.textContent = tr ? "Truncated: " + fmt(tr.edges_sent) + " of " + fmt(tr.edges_total)
     + " arcs drawn (the bottleneck, the listed flows' paths, then the heaviest)." : "";
   legend($("trace-scale"), useUtil ? "utilization" : "bytes", useUtil ? 1 : scale.max,
-    useUtil ? "utilization of each link (the whole traffic's load)"
+    useUtil ? "utilization of each link (the whole traffic's load"
+      + (data.utilization_window ? ", during the traced window)" : ")")
+      + (gr ? "; a group link: its busiest link" : "")
       : "bytes of the traced flows on each link");
   showPaths(data);
   const b = $("trace-bottleneck"); clear(b);
   if (bn) {
     b.appendChild(el("h3", "Bottleneck", "bad"));
     b.appendChild(detailRows([["link", bn.from + " → " + bn.to], ["tier", bn.tier],
-      ["utilization", bn.utilization !== undefined ? metricText("utilization", bn.utilization) : null],
+      [bn.window ? "utilization in its window" : "utilization",
+        bn.utilization !== undefined ? metricText("utilization", bn.utilization) : null],
+      ["window", bn.window ? ms(bn.window.start_ns) + " – " + ms(bn.window.end_ns) : null],
+      ["utilization (whole run)", bn.window && bn.utilization_run !== undefined
+        ? metricText("utilization", bn.utilization_run) : null],
       ["bytes", bytes(bn.bytes)], ["flows on it", fmt(bn.flows)],
       ["other collectives", (bn.collectives || []).join(", ")]]));
     b.appendChild(el("h3", "Flows sharing it"));
@@ -91,6 +108,24 @@ export async function doTrace(key) {
   } else {
     clear($("trace-sharing"));
   }
+  state.trace.drawMs = performance.now() - t0;
+}
+/** A whole pattern on the overview's groups: the topology's layout and labels, one
+ *  edge per group pair, width by the traced bytes, colour by its busiest link. */
+function drawGrouped(cy, data, useUtil, scale, values) {
+  const top = Math.max(1, ...data.edges.map((e) => e.bytes || 0));
+  const els = data.nodes.map((n) => ({ group: "nodes", position: { x: n.x, y: n.y },
+    classes: n.kind === "tor" || n.kind === "host" ? "vlabel" : "",
+    data: Object.assign({}, n, { label: nodeLabel(n).replace(n.kind === "tor" || n.kind === "host" ? "\n" : "\u0000", " "),
+      colour: KIND_COLOUR[n.kind] || "#999", size: Math.min(50, 16 + 6 * Math.log2(1 + n.count)), lm: 0 }) }))
+    .concat(data.edges.map((e, i) => ({ group: "edges", classes: e.bottleneck ? "bottleneck" : "",
+      data: Object.assign({}, e, { colour: heat(scale(values[i])),
+        width: 1.5 + 10 * Math.sqrt((e.bytes || 0) / top),
+        label: e.bottleneck ? "bottleneck " + (useUtil ? metricText("utilization", e.utilization) : bytes(e.bytes)) : "" }) })));
+  cy.batch(() => { cy.elements().remove(); cy.add(els); });
+  stretch(cy);
+  fitView(cy);
+  readableLabels(cy);
 }
 /** The listed flows (first 50, and one through the bottleneck) in a picker; the
  *  picked flow's hops in a table. */
@@ -124,7 +159,7 @@ function showHops(data, i) {
   // would take a second
   cy.batch(() => {
     cy.$("edge.highlight").removeClass("highlight");
-    for (const h of hops) cy.getElementById("a:" + h.arc).addClass("highlight");
+    for (const h of hops) cy.getElementById(h.group_edge || "a:" + h.arc).addClass("highlight");
   });
 }
 export function bindTraceEvents() {

@@ -26,6 +26,7 @@ export async function show(view, opts) {
   const ok = await guarded(async () => { await draw(); return true; });
   if (view === "topology" && api.cy) api.cy.resize();
   if (view === "trace" && api.traceCy) api.traceCy.resize();
+  if (view === "whatif" && api.whatifCy) api.whatifCy.resize();
   return ok === true;
 }
 
