@@ -266,6 +266,16 @@ def _print_packet(pk: dict[str, Any], fct_where: str) -> None:
     fc = pk.get("fct", {})
     if fc.get("count"):
         console.print(fct_line(fc, fct_where), markup=False, soft_wrap=True)
+    if pk.get("reorder"):
+        console.print(reorder_line(pk["reorder"]), markup=False, soft_wrap=True)
+    if pk.get("trim"):
+        t = pk["trim"]
+        console.print(f"trimming: {t['trimmed']:,} data packets trimmed (threshold "
+                      f"{t['threshold_bytes'] or 'the drop point'}"
+                      f"{' B' if t['threshold_bytes'] else ''}), {t['trim_nacks']:,} NACKs "
+                      "back to the senders"
+                      + (f"; most at {t['most_trimming_port']} ({t['most_trimmed']:,})"
+                         if t["most_trimming_port"] else ""), markup=False, soft_wrap=True)
     for a in pk["alarms"]:
         console.print(styled(("alarm", "bold red"), f" {a}"))
 
@@ -281,6 +291,24 @@ def fct_line(fc: dict[str, Any], where: str) -> str:
             + f"; slowdown p50 {fc['slowdown_p50']:.3g}  p90 {fc['slowdown_p90']:.3g}  "
             f"p99 {fc['slowdown_p99']:.3g} (max {fc['slowdown_max']:.3g}); FCT p50 "
             f"{fc['fct_ns_p50'] / 1e3:.1f} us  p99 {fc['fct_ns_p99'] / 1e3:.1f} us; in {where}")
+
+
+def reorder_line(ro: dict[str, Any]) -> str:
+    """``reorder: lb spray, NIC entropy reps (256 values), receiver go_back_n: 93.4% of
+    ... data packets out of order, distance p50/p99/max ...; cost: ...`` (the packet
+    summary's ``reorder``): what per-packet load balancing cost, in NAKs, retransmitted
+    and duplicate bytes (a share of the delivered bytes) and timeouts."""
+    ent = f", NIC entropy {ro['entropy']} ({ro['entropy_values']:,} values)" \
+        if ro.get("entropy") else ""
+    dl = ro.get("delivered_bytes") or 0
+    share = f" ({100 * ro['retx_bytes'] / dl:.1f}% of the delivered bytes)" if dl else ""
+    return (f"reorder: lb {ro['lb']}{ent}, receiver {ro['receiver']}: "
+            f"{100 * ro['ooo_share']:.1f}% of {ro['data_arrivals']:,} data packets out of "
+            f"order, distance p50 {ro['distance_p50_packets']}  p99 "
+            f"{ro['distance_p99_packets']}  max {ro['distance_max_packets']} packets; cost: "
+            f"{ro['naks']:,} NAKs, {ro['retx_bytes'] / 1e6:.2f} MB retransmitted{share}, "
+            f"{ro.get('duplicate_bytes', 0) / 1e6:.2f} MB duplicates, "
+            f"{ro.get('timeouts', 0):,} timeouts; per flow in packet_fct and packet_reorder")
 
 
 _jsonable = api.jsonable  # (compare imports it from here)

@@ -9,8 +9,8 @@ import numpy as np
 from aifabric.sim.results import SimResult
 
 __all__ = ["ANALYTIC_PEAK", "COMPARED_COLLECTIVES", "comparison_notice", "comparison_rows",
-           "group_comparison", "peak_label", "render_markdown", "scheduled_line",
-           "shown_notice"]
+           "group_comparison", "packet_metrics", "peak_label", "render_markdown",
+           "scheduled_line", "shown_notice"]
 
 #: collectives compared side by side (the first ones of each result)
 COMPARED_COLLECTIVES = 12
@@ -97,7 +97,54 @@ def _comparison(results: list[SimResult]) -> list[tuple[str, list[float], Any, b
         add("fabric queue max", [_fabric_queue_max(r) for r in results], _bytes_or_dash, True)
         add("overhead bytes (headers, cells, ACKs)", [_overhead_bytes(r) for r in results],
             _bytes_or_dash, True)
+    if all("packet" in r.summary for r in results):  # packet runs: what load balancing did
+        pm = [packet_metrics(r) for r in results]
+        for key, label, f, lower in (
+                ("slowdown_p50", "FCT slowdown p50", lambda v: fmt_num(v, ".2f"), True),
+                ("slowdown_p99", "FCT slowdown p99", lambda v: fmt_num(v, ".2f"), True),
+                ("slowdown_max", "FCT slowdown max", lambda v: fmt_num(v, ".2f"), True),
+                ("load_cv", "fabric link load spread (CV of bytes)",
+                 lambda v: fmt_num(v, ".3f"), True),
+                ("load_max_mean", "fabric link load max / mean",
+                 lambda v: fmt_num(v, ".2f"), True),
+                ("ooo_share", "packets out of order", lambda v: fmt_num(100 * v, ".1f") + " %",
+                 True),
+                ("distance_p99", "reorder distance p99 (packets)",
+                 lambda v: fmt_num(v, ",.0f"), True),
+                ("retx_bytes", "retransmitted", _bytes, True),
+                ("naks", "NAKs", lambda v: fmt_num(v, ",.0f"), True),
+                ("timeouts", "retransmission timeouts", lambda v: fmt_num(v, ",.0f"), True),
+                ("drops", "drops", lambda v: fmt_num(v, ",.0f"), True)):
+            add(label, [m[key] for m in pm], f, lower)
     return rows
+
+
+def packet_metrics(r: SimResult) -> dict[str, float]:
+    """What a packet run's load balancing did, from its summary and links table: FCT
+    slowdown p50/p99/max, the spread of bytes over the fabric's links (switch to switch,
+    those that carried any: coefficient of variation and max / mean), packets out of
+    order and the reorder distance p99, retransmitted bytes, NAKs, timeouts, drops."""
+    pk = r.summary["packet"]
+    fc = pk.get("fct", {})
+    ro = pk.get("reorder", {})
+    links = r.tables.get("links", {})
+    tier = np.asarray(links.get("tier", []), dtype=str)
+    b = np.asarray(links.get("bytes", []), dtype=np.float64)
+    fab = b[~np.char.startswith(tier, "access") & (b > 0)] if len(b) else b
+    nan = float("nan")
+
+    def v(x: Any) -> float:
+        return float(x) if x is not None else nan
+
+    return {"slowdown_p50": v(fc.get("slowdown_p50")),
+            "slowdown_p99": v(fc.get("slowdown_p99")),
+            "slowdown_max": v(fc.get("slowdown_max")),
+            "load_cv": float(fab.std() / fab.mean()) if len(fab) else nan,
+            "load_max_mean": float(fab.max() / fab.mean()) if len(fab) else nan,
+            "ooo_share": float(ro.get("ooo_share", 0.0)),
+            "distance_p99": float(ro.get("distance_p99_packets", 0)),
+            "retx_bytes": float(pk["retx_bytes"]), "naks": float(pk["naks"]),
+            "timeouts": float(pk["timeouts"]), "drops": float(pk["drops"])}
 
 
 def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str, bool]]:
@@ -366,8 +413,10 @@ def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
                     figures: dict[str, list[str]] | None = None,
                     files: dict[str, list[str]] | None = None, title: str | None = None,
                     preamble: str = "",
-                    groups: list[tuple[str, list[int]]] | None = None) -> str:
-    """The report: a comparison table when there are several results, then each one.
+                    groups: list[tuple[str, list[int]]] | None = None,
+                    comparison_figures: list[str] | None = None) -> str:
+    """The report: a comparison table (and ``comparison_figures``) when there are
+    several results, then each one.
 
     ``groups`` (title, indices of ``results``): the results are runs of different
     experiments; each experiment gets its own side-by-side table, its runs against its
@@ -392,6 +441,7 @@ def render_markdown(results: list[SimResult], *, names: list[str] | None = None,
         note = comparison_notice(results)
         if note:
             parts.append(note + ".")
+        parts.extend(f"![{x}]({x})" for x in comparison_figures or [])
     for r, n in zip(results, names, strict=True):
         parts.append(_one(r, figures.get(n, []), files.get(n, []),
                           "##" if len(results) == 1 else "###"))

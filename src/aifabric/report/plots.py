@@ -11,7 +11,7 @@ from aifabric.sim.results import SimResult
 
 __all__ = ["COINCIDE", "TIMELINE_ROWS", "binned_mean", "collective_timeline",
            "tier_util_timeline", "timeline_rows", "two_port_imbalance", "util_cdf",
-           "write_plots"]
+           "write_packet_comparison", "write_plots"]
 
 #: rows of the collective timeline; more collectives than this share rows (aggregated)
 TIMELINE_ROWS = 40
@@ -26,6 +26,40 @@ def _plt():
     from aifabric.sim.plotting import pyplot
 
     return pyplot()
+
+
+def write_packet_comparison(results: list[SimResult], folder: Path,
+                            names: list[str] | None = None) -> list[str]:
+    """``comparison_packet.png`` for packet runs side by side: FCT slowdown p50/p99/max
+    per run, and what it cost (retransmitted MB, packets out of order %, the spread of
+    bytes over the fabric's links); nothing unless every result is a packet run."""
+    if len(results) < 2 or not all("packet" in r.summary for r in results):
+        return []
+    from aifabric.report.markdown import packet_metrics
+
+    plt = _plt()
+    names = names or [r.scenario for r in results]
+    pm = [packet_metrics(r) for r in results]
+    x = np.arange(len(results))
+    fig, axs = plt.subplots(1, 4, figsize=(13, 3.8))
+    w = 0.27
+    for i, (k, lab) in enumerate((("slowdown_p50", "p50"), ("slowdown_p99", "p99"),
+                                  ("slowdown_max", "max"))):
+        axs[0].bar(x + (i - 1) * w, [m[k] for m in pm], w, label=lab)
+    axs[0].set_title("FCT slowdown")
+    axs[0].legend(fontsize=7)
+    for ax, k, scale, title in ((axs[1], "retx_bytes", 1e-6, "retransmitted (MB)"),
+                                (axs[2], "ooo_share", 100.0, "out of order (%)"),
+                                (axs[3], "load_cv", 1.0, "fabric link load CV")):
+        ax.bar(x, [m[k] * scale for m in pm], 0.6)
+        ax.set_title(title)
+    for ax in axs:
+        ax.set_xticks(x, names, rotation=30, ha="right", fontsize=7)
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(folder / "comparison_packet.png", dpi=110)
+    plt.close(fig)
+    return ["comparison_packet.png"]
 
 
 def write_plots(r: SimResult, folder: Path) -> list[str]:

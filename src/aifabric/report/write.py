@@ -91,7 +91,7 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
     """
     from aifabric.outputs import REPORT, atomic_folder
     from aifabric.report.markdown import render_markdown
-    from aifabric.report.plots import write_plots
+    from aifabric.report.plots import write_packet_comparison, write_plots
 
     if fmt not in ("csv", "parquet"):
         raise SpecError(Problem("--format", f"unknown format {fmt!r}; allowed: csv, parquet"))
@@ -108,8 +108,10 @@ def write_report(results: list[SimResult], out: Path, *, fmt: str = "csv",
             for fname, text in sorted(r.meta.get("files", {}).items()):  # e.g. run.json
                 (sub / fname).write_text(text, encoding="utf-8")
             figs[name] = [prefix + x for x in write_plots(r, sub)]
+        comp = write_packet_comparison(results, tmp, names) \
+            if len(results) > 1 and groups is None else []
         md = render_markdown(results, names=names, figures=figs, files=files, title=title,
-                             preamble=preamble, groups=groups)
+                             preamble=preamble, groups=groups, comparison_figures=comp)
         (tmp / "report.md").write_text(md, encoding="utf-8")
     return out / "report.md"
 

@@ -73,6 +73,16 @@ def test_a_collective_runs_packet_by_packet(cli, tmp_path):
     ("{cc: {algorithm: nscc+rccc}}", "packet.cc.rccc.receiver_gbps"),
     ("{cc: {algorithm: rccc, rccc: {receiver_gbps: 0}}}", "packet.cc.rccc.receiver_gbps"),
     ("{cc: {algorithm: nscc, nscc: {gamma: 2}}}", "packet.cc.nscc.gamma"),
+    # NIC-side spraying and trimming (docs/packet.md)
+    ("{nic: {entropy: {algorithm: flowlet}}}", "packet.nic.entropy.algorithm"),
+    ("{nic: {entropy: {algorithm: oblivious, values: 0}}}", "packet.nic.entropy.values"),
+    ("{nic: {entropy: {algorithm: reps, values: 65537}}}", "packet.nic.entropy.values"),
+    ("{pfc: {enabled: false}, buffer: {size_bytes: 100000}, switch: {trim: {enabled: true, "
+     "threshold_bytes: 200000}}}", "switch.trim.threshold_bytes"),
+    ("{pfc: {enabled: false}, switch: {trim: {enabled: true, threshold_bytes: 16GiB}}}",
+     "packet.switch.trim.threshold_bytes"),
+    ("{pfc: {enabled: true, priorities: [3]}, switch: {trim: {enabled: true}}}",
+     "switch.trim.enabled"),
 ])
 def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     """Kmin above Kmax, a probability outside [0, 1], XOFF below XON, a buffer smaller
@@ -87,3 +97,51 @@ def test_bad_packet_settings_exit_2_with_one_line(cli, tmp_path, packet, where):
     assert len(lines) == 1, r.err
     assert "s.yaml" in lines[0] and where in lines[0]
     assert "Traceback" not in r.err and not out.exists()
+
+
+def test_compare_puts_packet_load_balancing_side_by_side(cli, tmp_path):
+    """``compare`` of ECMP and NIC-side spraying (REPS, ooo receiver) on the k=4
+    permutation: the side-by-side rows carry the FCT slowdowns, the fabric's link load
+    spread, reordering and retransmissions; spraying has the lower tail and spread and
+    reorders, ECMP reorders nothing; the report has the comparison plot; the sprayed
+    run's packet_reorder table holds one data arrival per frame."""
+    traffic = ("traffic:\n  - {pattern: permutation, gpus: all, size_bytes: 1000000}\n"
+               "sim: packet\n")
+    a = tmp_path / "ecmp.yaml"
+    a.write_text("name: ecmp\n" + FT + traffic)
+    b = tmp_path / "reps.yaml"
+    b.write_text("name: reps\n" + FT + traffic + "packet: {nic: {receiver: ooo, "
+                 "fast_retransmit_packets: 8, entropy: {algorithm: reps}}}\n")
+    out = tmp_path / "cmp"
+    r = cli("compare", a, b, "--out", out)
+    assert r.code == 0, r.err
+    for row in ("FCT slowdown p99", "fabric link load", "packets out of order",
+                "retransmitted", "NAKs"):
+        assert row in r.out, row
+    assert (out / "comparison_packet.png").stat().st_size > 10_000
+    assert "comparison_packet.png" in (out / "report.md").read_text()
+    res = json.loads(cli("compare", a, b, "--json").out)
+    e, s = (x["packet"] for x in res)
+    assert "reorder" not in e and s["reorder"]["ooo_share"] > 0.3
+    assert s["fct"]["slowdown_p99"] < e["fct"]["slowdown_p99"]
+    assert s["delivered_bytes"] == e["delivered_bytes"] == 16 * 1_000_000
+    hist = (out / "reps" / "packet_reorder.csv").read_text().splitlines()
+    assert hist[0] == "qp,distance_packets,packets"
+    assert sum(int(x.split(",")[2]) for x in hist[1:]) == 16 * 245
+
+
+def test_spraying_onto_go_back_n_receivers_is_allowed_and_its_cost_printed(cli, tmp_path):
+    """NIC-side spraying onto plain RoCE (go-back-N) receivers runs (exit 0) and the
+    console's reorder line says what it cost: NAKs and retransmitted bytes, the same
+    figures as the JSON summary."""
+    s = _scenario(tmp_path, "sim: packet\npacket: {nic: {entropy: {algorithm: oblivious, "
+                  "values: 64}}}\ntraffic:\n  - {pattern: permutation, gpus: all, "
+                  "size_bytes: 500000}\n")
+    r = cli("simulate", s)
+    assert r.code == 0, r.err
+    line = next(x for x in r.out.splitlines() if x.startswith("reorder:"))
+    ro = json.loads(cli("simulate", s, "--json").out)["packet"]["reorder"]
+    assert ro["entropy"] == "oblivious" and ro["receiver"] == "go_back_n"
+    assert ro["naks"] > 0 and ro["retx_bytes"] > 0
+    assert f"{ro['naks']:,} NAKs" in line
+    assert f"{ro['retx_bytes'] / 1e6:.2f} MB retransmitted" in line

@@ -212,5 +212,11 @@ def test_routing_policy_spray_sprays_packets(perm):
 
 
 def test_layout_columns_do_not_overlap():
-    assert L.Q_DSTI == L.Q_X1 + 1 and L.Q_RCRED == L.Q_OOODROP + 1  # (RCCC's after)
-    assert L.LB_MODE == L.DC_X2 + 1 and L.NS_TARGET == L.QX_H + 1  # (NSCC's after)
+    assert L.Q_DSTI == L.Q_X1 + 1 and L.Q_EVB == L.Q_OOODROP + 1
+    assert L.LB_MODE == L.DC_X2 + 1 and L.EV_ALG == L.QX_H + 1
+    # NIC-side spraying and trimming (test_entropy.py) after them
+    assert L.TRIM_ON == L.FRX + 1 and L.TRQ_N == L.TRIM_B + 1 and L.NS_TARGET == L.QX_TRQ + 1
+    assert L.Q_TNAKS == L.Q_FRREC + 1 and L.Q_TRH == L.Q_TNAKS + 1 and L.Q_RCRED == L.Q_TRC + 1
+    assert L.P_TRIMS == L.P_BH + 1 and L.NPI == L.P_TRIMS + 1 and L.NKI == L.K_EV + 1
+    # the UEC congestion controls' columns after those (test_uec_cc.py)
+    assert L.NCI == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1

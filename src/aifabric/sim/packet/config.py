@@ -28,10 +28,11 @@ from aifabric.spec.units import size_value
 Size = Annotated[int, BeforeValidator(size_value)]
 OptSize = Annotated[int | None, BeforeValidator(size_value)]
 
-__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams", "EcnConfig",
-           "EcnProfile", "HostPfcConfig", "HpccParams", "LbConfig", "NicConfig", "NsccParams",
-           "PacketConfig", "PfcConfig", "RcccParams", "SwitchConfig", "TimelyParams",
-           "deployed_packet_settings", "effective_packet_config", "packet_config_from_dict"]
+__all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
+           "EcnConfig", "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams",
+           "LbConfig", "NicConfig", "NsccParams", "PacketConfig", "PfcConfig", "RcccParams",
+           "SwitchConfig", "TimelyParams", "TrimConfig", "deployed_packet_settings",
+           "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc")
 #: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)
@@ -141,6 +142,24 @@ class EcnConfig(EcnProfile):
         return self.by_speed.get(int(gbps)) if float(gbps).is_integer() else None
 
 
+class TrimConfig(_Strict):
+    """Packet trimming (``packet.switch.trim``), the lossy mode of Ultra Ethernet (UEC 1.0;
+    NDP, Handley et al., SIGCOMM'17; htsim's CompositeQueue): a switch that would queue a
+    data packet beyond the threshold (or drop it) cuts its payload and forwards the header
+    in the highest class (the CNP class, ``nic.cnp_dscp``); the receiver answers the
+    header with a NACK, the sender retransmits that packet. Trimming applies to the lossy
+    classes only (not to ``pfc.priorities`` while PFC is on)."""
+
+    enabled: bool = Field(default=False, description="trim data packets of lossy classes")
+    threshold_bytes: OptSize = Field(
+        default=None, ge=1, le=MAX_BUFFER, description="trim a data packet that would "
+        "find more than this many bytes in its egress queue (its class), as UEC's trim "
+        "threshold; default: only a packet the buffer would drop (htsim: the queue's "
+        "size); at most the switch buffer")
+    header_bytes: int = Field(default=64, ge=16, le=256, description="the trimmed frame: "
+                              "the headers, padded to Ethernet's minimum frame (64)")
+
+
 class SwitchConfig(_Strict):
     """Switch behaviour beyond buffers, PFC and ECN thresholds."""
 
@@ -150,6 +169,7 @@ class SwitchConfig(_Strict):
         "Floyd & Jacobson 1993: a decision per arriving packet); dequeue = "
         "when it leaves, on the queue it leaves behind (ns-3's RDMA simulator "
         "SwitchNode::SwitchNotifyDequeue, htsim's ECNQueue): earlier feedback")
+    trim: TrimConfig = TrimConfig()
 
 
 class HostPfcConfig(_Strict):
@@ -185,6 +205,43 @@ class HostPfcConfig(_Strict):
             raise ValueError(f"xon_bytes ({self.xon_bytes}) is above xoff_bytes "
                              f"({self.xoff_bytes}); allowed: xon_bytes <= xoff_bytes")
         return self
+
+
+#: entropy values a QP may use at most: the 16-bit UDP source port (RoCEv2) or EV (UET)
+MAX_ENTROPY_VALUES = 1 << 16
+
+
+class EntropyConfig(_Strict):
+    """NIC-side spraying (``packet.nic.entropy``): the entropy value (EV) each data packet
+    carries in the header field the switches hash (the UDP source port of RoCEv2, the EV
+    of Ultra Ethernet). A QP's values are its own source port + i (mod 65,536) for i in
+    0 .. values - 1 (i = 0: the port its route was hashed with); the switches' own hash
+    (``routing.hash``, ``hash_fields``, ``seed``, ``seed_mode``, ``selection``) picks
+    each packet's next hop from its EV, so the path follows from the hash."""
+
+    algorithm: Literal["fixed", "oblivious", "round_robin", "reps"] = Field(
+        default="fixed", description="fixed = every packet of a QP carries its one source "
+        "port (a RoCE NIC; as before); oblivious = a random value per packet (UEC's "
+        "oblivious spraying); round_robin = the values in turn (uet-htsim's UecMpOblivious "
+        "cycle); reps = Recycled Entropy Packet Spraying (Bonato et al., 2024; uet-htsim "
+        "UecMpReps): the first min(values, BDP packets) packets take the values in turn, "
+        "then a packet reuses the oldest value that came back in an ACK without an ECN "
+        "mark, a random one when none waits; marked and lost values are not reused")
+    values: int = Field(default=256, ge=1, le=MAX_ENTROPY_VALUES, description="entropy "
+                        "values per QP (uet-htsim's _path_entropy_size: 256)")
+    reps_buffer: int = Field(default=8, ge=1, le=1024, description="reps: the unmarked "
+                             "values kept for reuse, oldest first (REPS' circular buffer: "
+                             "8 entries, htsim CircularBufferREPS::repsBufferSize); a "
+                             "full buffer drops its oldest")
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _values(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool) and \
+                not 1 <= v <= MAX_ENTROPY_VALUES:
+            raise ValueError(f"{v} entropy values: allowed: 1 .. {MAX_ENTROPY_VALUES:,} (the "
+                             "16-bit UDP source port or UET entropy value)")
+        return v
 
 
 class NicConfig(_Strict):
@@ -239,6 +296,14 @@ class NicConfig(_Strict):
         default=1024, ge=1, le=1 << 16, description="receiver: ooo only: how many packets "
         "ahead of the next expected one the bitmap tracks; a packet further ahead is "
         "discarded (counted) and comes again after the retransmission timeout")
+    entropy: EntropyConfig = EntropyConfig()
+    fast_retransmit_packets: int = Field(
+        default=0, ge=0, le=1 << 16, description="receiver: ooo only: 0 = off (as "
+        "before); n > 0 = the receiver also ACKs every packet it takes ahead of a hole "
+        "(echoing the cumulative point, like a SACK) and the sender retransmits the first "
+        "unacknowledged packet once after n such ACKs (UEC RUD's loss recovery from "
+        "selective ACKs; TCP's fast retransmit after 3 duplicate ACKs) instead of waiting "
+        "for the retransmission timeout")
 
     @model_validator(mode="after")
     def _check(self) -> NicConfig:
@@ -523,6 +588,18 @@ class PacketConfig(_Strict):
                              f"one port ({h} x {len(self.pfc.priorities)} lossless "
                              "priorities); allowed: a buffer that holds the headroom of "
                              "one port (every port's is checked when the run is built)")
+        tr = self.switch.trim
+        if tr.enabled and tr.threshold_bytes is not None and size is not None and \
+                tr.threshold_bytes > size:
+            raise ValueError(f"switch.trim.threshold_bytes ({tr.threshold_bytes}) is above "
+                             f"buffer.size_bytes ({size}); allowed: a threshold a queue "
+                             "can reach, at most the buffer")
+        data_tc = self.nic.dscp_to_tc.get(self.nic.dscp, 0)
+        if tr.enabled and self.pfc.enabled and data_tc in self.pfc.priorities:
+            raise ValueError(f"switch.trim.enabled: the data class (TC{data_tc}, nic.dscp "
+                             f"{self.nic.dscp}) is lossless (pfc.priorities): trimming is "
+                             "the lossy mode; allowed: pfc.enabled false, or a data class "
+                             "outside pfc.priorities")
         return self
 
 

@@ -68,11 +68,23 @@ from aifabric.sim.packet.layout import (
     E_WAKE,
     ECN_DEQ,
     ECN_ON,
+    EV_ALG,
+    EV_DT0,
+    EV_N,
+    EV_NO0,
+    EV_NX0,
+    EV_RB,
+    EV_REPS,
+    EV_RR,
+    EV_SEL,
+    EV_TS,
+    EV_W,
     F_LINE,
     F_RATE,
     F_WIN,
     F_WINB,
     FREE_,
+    FRX,
     G_,
     HDR,
     HOST_PFC,
@@ -83,6 +95,7 @@ from aifabric.sim.packet.layout import (
     K_AT,
     K_CE,
     K_DIR,
+    K_EV,
     K_HOP,
     K_INP,
     K_KIND,
@@ -118,6 +131,7 @@ from aifabric.sim.packet.layout import (
     ONE,
     OOO_W,
     OVH,
+    P_BH,
     P_BUSY,
     P_DROPS,
     P_DST,
@@ -138,6 +152,7 @@ from aifabric.sim.packet.layout import (
     P_REV,
     P_RR,
     P_SRC,
+    P_TRIMS,
     P_TXB,
     P_TXEV,
     P_WAKE,
@@ -147,11 +162,23 @@ from aifabric.sim.packet.layout import (
     PQ_,
     PT_,
     Q_ACKEDAT,
+    Q_BRTT,
     Q_CNPS,
     Q_DONE,
     Q_DSTI,
     Q_DUP,
+    Q_EVB,
+    Q_EVBR,
+    Q_EVC,
+    Q_EVH,
+    Q_EVI,
+    Q_EVX,
     Q_FIRSTTX,
+    Q_FROZEN,
+    Q_FRPEND,
+    Q_FRREC,
+    Q_FRSEQ,
+    Q_FRT,
     Q_HIGH,
     Q_LASTCNP,
     Q_LASTPROG,
@@ -169,19 +196,26 @@ from aifabric.sim.packet.layout import (
     Q_RETX,
     Q_RMAX,
     Q_RTOARMED,
+    Q_SACKS,
     Q_SIZE,
     Q_SNDNXT,
     Q_SNDUNA,
+    Q_SPORT,
     Q_START,
     Q_TC,
+    Q_TNAKS,
     Q_TO,
+    Q_TRC,
+    Q_TRH,
     QF_,
     QI_,
     QR_,
+    QX_EV,
     QX_H,
     QX_QL,
     QX_RB,
     QX_RH,
+    QX_TRQ,
     R_DONE,
     R_EMPTY,
     R_GROW,
@@ -210,6 +244,13 @@ from aifabric.sim.packet.layout import (
     T_QT,
     T_XOFF,
     TC0,
+    TNAK,
+    TRIM,
+    TRIM_B,
+    TRIM_ON,
+    TRIM_THR,
+    TRIMS,
+    TRQ_N,
     U_BUF,
     U_HUSED,
     U_HXOFF,
@@ -253,6 +294,7 @@ def new_pkt(S, q, kind, seq, pay, size, tc, rev, ts):
     KI[k, K_NEXT] = -1
     KI[k, K_DIR] = rev
     KI[k, K_NINT] = 0
+    KI[k, K_EV] = -1
     return k
 
 
@@ -346,6 +388,107 @@ def rand_lb(RNG):
     """The spraying stream (``RNG[1]``) -> a float in [0, 1): apart from the ECN marking
     stream, so spraying does not move WRED's draws."""
     return _splitmix(RNG, 1)
+
+
+@njit(cache=True)
+def rand_ev(RNG):
+    """The entropy stream (``RNG[2]``) -> a float in [0, 1): NIC-side spraying's own, so
+    it moves neither WRED's nor switch spraying's draws."""
+    return _splitmix(RNG, 2)
+
+
+@njit(cache=True)
+def ev_next(S, q):
+    """The entropy value of QP ``q``'s next data packet (``nic.entropy``): its source
+    port + i (mod 65,536), i by the algorithm: oblivious = uniform random; round robin =
+    in turn; reps = in turn over its first window (``Q_EVX`` packets), then the oldest
+    recycled value (an unmarked ACK brought it back, :func:`ev_feedback`), else random;
+    once the QP has detected a loss (REPS' freezing mode) a recycled value goes back to
+    the end of the buffer instead of being consumed, so the known-good values carry the
+    flow around a failed link."""
+    CI, QI = S[CI_], S[QI_]
+    alg = CI[EV_ALG]
+    n = CI[EV_N]
+    if alg == EV_RR:
+        i = QI[q, Q_EVI]
+        QI[q, Q_EVI] = i + 1 if i + 1 < n else 0
+        return (QI[q, Q_SPORT] + i) & 0xFFFF
+    if alg == EV_REPS:
+        c = QI[q, Q_EVI]
+        if c < QI[q, Q_EVX]:  # the first window: explore the values in turn
+            QI[q, Q_EVI] = c + 1
+            return (QI[q, Q_SPORT] + c) & 0xFFFF
+        cnt = QI[q, Q_EVC]
+        if cnt > 0:  # the oldest value that came back unmarked
+            h = QI[q, Q_EVH]
+            b = CI[EV_RB]
+            ev = QI[q, CI[QX_EV] + h]
+            QI[q, Q_EVH] = h + 1 if h + 1 < b else 0
+            if QI[q, Q_FROZEN] != 0:  # back to the end of the buffer
+                j = h + cnt
+                QI[q, CI[QX_EV] + (j - b if j >= b else j)] = ev
+            else:
+                QI[q, Q_EVC] = cnt - 1
+            return ev
+    i = int(rand_ev(S[RNG_]) * n)
+    return (QI[q, Q_SPORT] + (i if i < n else n - 1)) & 0xFFFF
+
+
+@njit(cache=True)
+def ev_feedback(S, q, echo):
+    """REPS at the sender: an ACK/NAK echoes the entropy value of the data packet it
+    answers (``echo``: value + 65,536 when that packet was ECN-marked, -1: none); an
+    unmarked value is kept for reuse (a full buffer drops its oldest), a marked one is
+    not."""
+    CI, QI = S[CI_], S[QI_]
+    if CI[EV_ALG] != EV_REPS or echo < 0 or echo >= 65536:
+        return
+    b = CI[EV_RB]
+    h = QI[q, Q_EVH]
+    cnt = QI[q, Q_EVC]
+    if cnt < b:
+        j = h + cnt
+        QI[q, CI[QX_EV] + (j - b if j >= b else j)] = echo
+        QI[q, Q_EVC] = cnt + 1
+    else:
+        QI[q, CI[QX_EV] + h] = echo
+        QI[q, Q_EVH] = h + 1 if h + 1 < b else 0
+
+
+@njit(cache=True)
+def ev_pick(S, q, rev, hop, node, ev):
+    """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``: data,
+    or an ACK/NAK echoing the data's value) carrying entropy value ``ev`` on its
+    ``hop``-th arc: the switch's own ECMP hash of the frame's header
+    (:mod:`aifabric.sim.packet.entropy`: the QP's header hash with source port 0, XOR the
+    value's share, XOR the switch's seed share, rotated by its hash-bit offset) picks the
+    member of its group toward the destination (``hash mod n``, or through the member
+    table). The route's own port where the switch has no group of the right length (as
+    :func:`lb_pick`)."""
+    CI, QI, QR, T = S[CI_], S[QI_], S[QR_], S[LBT_]
+    rp = QR[q, rev, hop]
+    row = T[node]
+    d = QI[q, Q_DSTI + rev]
+    if row < 0 or d < 0:
+        return rp
+    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
+    g = T[at]
+    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
+        return rp
+    gp = CI[LB_GP0] + g
+    lo = CI[LB_GA0] + T[gp]
+    n = T[gp + 1] - T[gp]
+    if n == 1:
+        return T[lo]
+    w = CI[EV_W]
+    mask = (np.int64(1) << w) - 1
+    base = QI[q, Q_EVBR] if rev != 0 else QI[q, Q_EVB]
+    h = (base ^ T[CI[EV_DT0] + (ev & 0xFFFF)] ^ T[CI[EV_NX0] + node]) & mask
+    o = T[CI[EV_NO0] + node] % w
+    if o != 0:
+        h = ((h >> o) | (h << (w - o))) & mask
+    i = h % CI[EV_TS] % n if CI[EV_SEL] != 0 else h % n
+    return T[lo + i]
 
 
 @njit(cache=True)
@@ -505,34 +648,50 @@ def pull(S, p, now):
             i = 0
         q = PQ[p, i]
         i += 1
+        if PT[p, T_PAUSED, QI[q, Q_TC]] != 0:
+            continue
+        while QI[q, Q_TRC] > 0 and QI[q, trq_head(S, q)] < QI[q, Q_SNDUNA]:
+            trq_pop(S, q)  # repairs of packets acknowledged since
+        # a repair: a fast retransmission of the first missing packet, a trimmed packet
+        frx = QI[q, Q_FRPEND] != 0 or QI[q, Q_TRC] > 0
         seq = QI[q, Q_SNDNXT]
-        if seq >= QI[q, Q_SIZE] or PT[p, T_PAUSED, QI[q, Q_TC]] != 0:
-            continue
-        fly = seq - QI[q, Q_SNDUNA]
-        if fly >= QF[q, F_WIN]:
-            continue
-        if win_on and fly > 0 and window_full(S, q, seq, fly):
-            continue
-        if uec and cc_blocked(S, q, seq, fly):
-            continue
+        if not frx:
+            if seq >= QI[q, Q_SIZE]:
+                continue
+            fly = seq - QI[q, Q_SNDUNA]
+            if fly >= QF[q, F_WIN]:
+                continue
+            if win_on and fly > 0 and window_full(S, q, seq, fly):
+                continue
+            if uec and cc_blocked(S, q, seq, fly):
+                continue
         avail = QI[q, Q_NEXTAV] + int(QI[q, Q_LASTW] * 8e12 / QF[q, F_RATE])
         if avail > now:
             if wake < 0 or avail < wake:
                 wake = avail
             continue
         PI[p, P_RR] = i
+        if frx:
+            if QI[q, Q_FRPEND] != 0:
+                seq = QI[q, Q_FRSEQ]
+                QI[q, Q_FRPEND] = 0
+            else:
+                seq = trq_pop(S, q)
         pay = QI[q, Q_SIZE] - seq
         if pay > CI[MTU]:
             pay = CI[MTU]
         size = pay + CI[HDR]
         k = new_pkt(S, q, DATA, seq, pay, size, QI[q, Q_TC], ZERO, now)
+        if CI[EV_ALG] != 0:
+            S[KI_][k, K_EV] = ev_next(S, q)
         if seq < QI[q, Q_HIGH]:
             QI[q, Q_RETX] += pay
             G[RETX] += pay
-        seq += pay
-        QI[q, Q_SNDNXT] = seq
-        if seq > QI[q, Q_HIGH]:
-            QI[q, Q_HIGH] = seq
+        if not frx:
+            seq += pay
+            QI[q, Q_SNDNXT] = seq
+            if seq > QI[q, Q_HIGH]:
+                QI[q, Q_HIGH] = seq
         if QI[q, Q_FIRSTTX] < 0:
             QI[q, Q_FIRSTTX] = now  # the first data byte goes on the wire
         QI[q, Q_NEXTAV] = now  # pacing: the next packet may leave a gap later
@@ -559,6 +718,23 @@ def pull(S, p, now):
         PI[p, P_WAKE] = wake
         hpush(S[HT_], G, wake, E_WAKE, p, ZERO)
     return -1
+
+
+@njit(cache=True)
+def trq_head(S, q):
+    """The QI column of QP ``q``'s oldest queued repair (trimming)."""
+    return S[CI_][QX_TRQ] + S[QI_][q, Q_TRH]
+
+
+@njit(cache=True)
+def trq_pop(S, q):
+    """The oldest trimmed packet QP ``q`` has to repair (its sequence), off the queue."""
+    CI, QI = S[CI_], S[QI_]
+    h = QI[q, Q_TRH]
+    seq = QI[q, CI[QX_TRQ] + h]
+    QI[q, Q_TRH] = h + 1 if h + 1 < CI[TRQ_N] else 0
+    QI[q, Q_TRC] -= 1
+    return seq
 
 
 @njit(cache=True)
@@ -635,6 +811,8 @@ def reply(S, q, kind, seq, tc, data):
     size = CI[ACKB]
     k = new_pkt(S, q, kind, seq, ZERO, size, tc, ONE, now)
     if data >= 0:
+        if KI[data, K_EV] >= 0:  # the entropy value it answers, and its ECN mark
+            KI[k, K_EV] = KI[data, K_EV] + (65536 if KI[data, K_CE] != 0 else 0)
         KI[k, K_TS] = KI[data, K_TS]
         KI[k, K_CE] = QI[q, Q_MSA]
         n = KI[data, K_NINT]
@@ -723,6 +901,9 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
             else:
                 QI[q, c] |= m
                 G[DELIV] += pay
+            if CI[FRX] != 0 or CI[EV_ALG] == EV_REPS:
+                # a selective ACK: the cumulative point and this packet's entropy value
+                reply(S, q, ACK, rcv, QI[q, Q_TC], k)
     else:  # a duplicate of delivered bytes
         QI[q, Q_DUP] += pay
         reply(S, q, ACK, rcv, QI[q, Q_TC], k)
@@ -780,17 +961,57 @@ def host_receive(S, k):
         free_pkt(S, k)
         kick(S, QI[q, Q_PORT])
         return -1
+    if kind == TRIM:  # a trimmed packet's header: NACK it at once, at high priority
+        reply(S, q, TNAK, KI[k, K_SEQ], CI[CTC], k)
+        free_pkt(S, k)
+        return -1
+    if kind == TNAK:  # the sender: retransmit the trimmed packet
+        QI[q, Q_TNAKS] += 1
+        seq = KI[k, K_SEQ]
+        if seq >= QI[q, Q_SNDUNA]:
+            c = QI[q, Q_TRC]
+            if c < CI[TRQ_N]:  # ooo receiver: that packet alone, in turn
+                j = QI[q, Q_TRH] + c
+                n = CI[TRQ_N]
+                QI[q, CI[QX_TRQ] + (j - n if j >= n else j)] = seq
+                QI[q, Q_TRC] = c + 1
+            elif QI[q, Q_SNDNXT] > seq:  # go back to it
+                QI[q, Q_SNDNXT] = seq
+            if CI[CC] in (CC_NSCC, CC_NSCC_RCCC):  # NSCC: a trimmed packet's NACK
+                nscc.on_nak(S, q, now, CI[MTU])
+        free_pkt(S, k)
+        kick(S, QI[q, Q_PORT])
+        return -1
     if kind == CNP:
         QI[q, Q_CNPS] += 1
         cc_on_cnp(S, q, now)
         free_pkt(S, k)
         return -1
     seq = KI[k, K_SEQ]
+    ev_feedback(S, q, KI[k, K_EV])
     if seq > QI[q, Q_SNDUNA]:
         QI[q, Q_SNDUNA] = seq
         QI[q, Q_LASTPROG] = now
+        QI[q, Q_SACKS] = 0
         if QI[q, Q_SNDNXT] < seq:
             QI[q, Q_SNDNXT] = seq
+        if CI[FRX] != 0 and kind == ACK and seq < QI[q, Q_FRREC] and \
+                QI[q, Q_HIGH] >= QI[q, Q_SIZE] > seq:
+            # a partial ACK in recovery at the flow's tail (all sent: too few packets
+            # left to ACK past the next hole): that hole, at once (NewReno, RFC 6582)
+            QI[q, Q_FRSEQ] = seq
+            QI[q, Q_FRT] = now
+            QI[q, Q_FRPEND] = 1
+    elif CI[FRX] != 0 and kind == ACK and seq == QI[q, Q_SNDUNA] and \
+            seq < QI[q, Q_SNDNXT]:  # a selective ACK: the receiver has a hole at seq
+        QI[q, Q_SACKS] += 1
+        if QI[q, Q_SACKS] >= CI[FRX] and (QI[q, Q_FRSEQ] != seq or
+                                          now - QI[q, Q_FRT] > 4 * QI[q, Q_BRTT]):
+            QI[q, Q_FRSEQ] = seq  # once per hole, again if its repair seems lost too
+            QI[q, Q_FRT] = now
+            QI[q, Q_FRPEND] = 1
+            QI[q, Q_FRREC] = QI[q, Q_HIGH]  # recovery until what was sent is acked
+            QI[q, Q_FROZEN] = 1  # REPS: a loss: freeze the recycled values
     if kind == NAK:
         QI[q, Q_NAKS] += 1
         if QI[q, Q_SNDNXT] > seq:
@@ -906,6 +1127,7 @@ def rto(S, q):
     r = CI[RTO]
     if QI[q, Q_SNDNXT] > QI[q, Q_SNDUNA] and now - QI[q, Q_LASTPROG] >= r:
         QI[q, Q_TO] += 1
+        QI[q, Q_FROZEN] = 1  # REPS: a loss: freeze the recycled values
         QI[q, Q_SNDNXT] = QI[q, Q_SNDUNA]
         QI[q, Q_LASTPROG] = now
         kick(S, QI[q, Q_PORT])
@@ -977,6 +1199,8 @@ def run(S, limit, py_t, py_s):
     ntc = CI[NTC]
     rx_on = CI[RX_ON] != 0
     lb_on = CI[LB_MODE] != 0
+    ev_on = CI[EV_ALG] != 0
+    trim_on = CI[TRIM_ON] != 0
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -1018,6 +1242,12 @@ def run(S, limit, py_t, py_s):
                 PI[inp, P_FT] = -1
             else:
                 hpush(HT, G, KI[nx, K_AT], E_ARRIVE, inp, ZERO)
+            if PI[inp, P_BH] != 0:  # a black-holed link: the frame is lost
+                PI[inp, P_DROPS] += 1
+                PT[inp, T_DROPS, KI[k, K_TC]] += 1
+                G[DROPS] += 1
+                free_pkt(S, k)
+                continue
             q = KI[k, K_QP]
             rev = KI[k, K_DIR]
             hop = KI[k, K_HOP] + 1
@@ -1034,6 +1264,8 @@ def run(S, limit, py_t, py_s):
                 continue
             if lb_on and S[LBT_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
                 p = lb_pick(S, q, rev, hop, PI[inp, P_DST], t)
+            elif ev_on and KI[k, K_EV] >= 0 and S[LBT_][PI[inp, P_DST]] >= 0:
+                p = ev_pick(S, q, rev, hop, PI[inp, P_DST], KI[k, K_EV])  # the switch's hash
             else:
                 p = QR[q, rev, hop]
             tc = KI[k, K_TC]
@@ -1051,6 +1283,19 @@ def run(S, limit, py_t, py_s):
             buf = NU[node, U_BUF]
             free = buf - NU[node, U_RESV] - (u - NU[node, U_HUSED])  # of the shared pool
             qb = PT[p, T_QB, tc]
+            if trim_on and LL[tc] == 0 and KI[k, K_KIND] == DATA:
+                thr = CI[TRIM_THR]
+                if (thr >= 0 and qb + size > thr) or size > free or \
+                        qb + size > alpha * (free - size):
+                    # trimmed: the payload cut, the header on in the highest class
+                    KI[k, K_KIND] = TRIM
+                    size = CI[TRIM_B]
+                    tc = CI[CTC]
+                    KI[k, K_SIZE] = size
+                    KI[k, K_TC] = tc
+                    qb = PT[p, T_QB, tc]
+                    PI[p, P_TRIMS] += 1
+                    G[TRIMS] += 1
             to_h = False
             if LL[tc] != 0:
                 ing = PT[inp, T_ING, tc]

@@ -28,7 +28,9 @@ import numpy as np
 
 # ---------------------------------------------------------------------- G: global scalars
 NOW, SEQ, HSIZE, NFREE, DROPS, RETX, DELIV, SENTPFC, COUNT, RET = range(10)
-NG = 10
+# data packets trimmed (packet.switch.trim)
+TRIMS = 10
+NG = 11
 # ---------------------------------------------------------------------- CI: int settings
 (BUF, XOFF, XON, KMIN, KMAX, ECN_ON, INT_ON, OVH, HDR, MTU, ACKB, DTC, CTC, CC, CNPGAP,
  RTO, ACKINT, NTC, TC0, TC1, DC_TRESET, DC_BRESET, DC_THRESH, DC_PERIOD, DC_MONITOR,
@@ -44,14 +46,26 @@ NG = 10
 # where the tables live in LBT (destinations, then the offsets of GT, GP, GA, GRR) and the
 # QP's extra columns in QI (reorder histogram, bitmap, flowlet state; the hops it holds)
 (LB_ND, LB_GT0, LB_GP0, LB_GA0, LB_GRR0, QX_RH, QX_RB, QX_QL, QX_H) = range(45, 54)
+# NIC-side spraying (nic.entropy): the algorithm (0 fixed, 1 oblivious, 2 round robin,
+# 3 reps), values per QP, the REPS buffer's entries and its first QI column; where the
+# switches' hash lives in LBT (the EV's share of the hash per UDP source port, each node's
+# seed XOR and hash-bit offset), the hash width (bits), member selection (0 mod, 1 member
+# table) and table size; the ooo receiver's fast retransmit (ACKs ahead, 0: off)
+(EV_ALG, EV_N, EV_RB, QX_EV, EV_DT0, EV_NX0, EV_NO0, EV_W, EV_SEL, EV_TS, FRX) = range(54, 65)
+# packet trimming (packet.switch.trim): on, the threshold (bytes of the egress queue; -1:
+# only instead of a drop), the trimmed frame's size
+(TRIM_ON, TRIM_THR, TRIM_B) = range(65, 68)
+# the sender's queue of trimmed packets to repair (ooo receiver): entries, first QI column
+(TRQ_N, QX_TRQ) = range(68, 70)
 # UEC congestion control (issue 25 item 5; transports/nscc.py, rccc.py): NSCC's target
 # queueing delay, quick-adapt delay threshold, adjustment period (ps), adjustment bytes,
 # quick-adapt gate (a shift), fast-increase delay (ps), the network RTT (ps), quick adapt
 # on; RCCC's credit per pull (bytes)
 (NS_TARGET, NS_QATHR, NS_ADJP, NS_ADJB, NS_QAGATE, NS_FASTD, NS_NETRTT, NS_QAON,
- RC_PULL) = range(54, 63)
-NCI = 63
+ RC_PULL) = range(70, 79)
+NCI = 79
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
+EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
 (ALPHA, PMAX, DC_AI, DC_HAI, DC_GD, DC_KEEP, DC_G, TM_A, TM_BETA, TM_DELTA, TM_TLOW,
  TM_THIGH, TM_MINRATE, DT_G, DT_MINW, HP_ETA) = range(16)
@@ -74,7 +88,11 @@ CC_NSCC, CC_RCCC, CC_NSCC_RCCC = range(5, 8)
 # the port's own WRED profile (issue 12 item 2: per port speed); the link's own propagation
 # (ps, without the switch latency: what a PFC frame back over it takes); spare slot
 (P_KMIN, P_KMAX, P_LPROP, P_X1) = range(18, 22)
-NPI = 22
+# a black-holed arc (PacketSim.blackhole: its frames are lost, the switches still use it)
+P_BH = 22
+# data packets this port trimmed (packet.switch.trim)
+P_TRIMS = 23
+NPI = 24
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
@@ -97,7 +115,10 @@ NNU = 14
 # ---------------------------------------------------------------------- KI: packet pool
 (K_QP, K_KIND, K_SEQ, K_PAY, K_SIZE, K_TC, K_HOP, K_CE, K_INP, K_TS, K_AT, K_NEXT, K_DIR,
  K_NINT) = range(14)
-NKI = 14
+# the entropy value a data frame carries (nic.entropy; -1: none); on an ACK/NAK: the value
+# of the data frame it answers, + 65,536 when that frame was ECN-marked (-1: none)
+K_EV = 14
+NKI = 15
 # ---------------------------------------------------------------------- QI / QF: QPs
 (Q_SIZE, Q_TC, Q_SNDNXT, Q_SNDUNA, Q_HIGH, Q_RCVNXT, Q_NEXTAV, Q_LASTW, Q_START, Q_DONE,
  Q_ACKEDAT, Q_LASTCNP, Q_NAKSENT, Q_PSA, Q_MSA, Q_LASTPROG, Q_RTOARMED, Q_RETX, Q_DUP,
@@ -110,17 +131,33 @@ NKI = 14
 # follow the route); out-of-order arrivals (packets ahead of the expected sequence),
 # the largest distance ahead (packets), packets refused beyond the out-of-order bitmap
 (Q_DSTI, Q_RDSTI, Q_OOOPK, Q_RMAX, Q_OOODROP) = range(38, 43)
+# NIC-side spraying: the hash of the QP's header with UDP source port 0, its own source
+# port, packets given a value so far (round robin, REPS' first window), REPS' first-window
+# length, its buffer's oldest entry and count; fast retransmit: ACKs ahead since the last
+# progress, the sequence last fast-retransmitted (-1: none), a retransmission pending,
+# when it was sent; the hash of the return header (IPs swapped) with source port 0 (ACKs
+# and NAKs echo the data's value and are hashed with it on their way back)
+# REPS' freezing mode (a loss was detected: recycled values are reused, not consumed)
+# and the recovery point of fast retransmit (the highest sequence sent when it began)
+(Q_EVB, Q_SPORT, Q_EVI, Q_EVX, Q_EVH, Q_EVC, Q_SACKS, Q_FRSEQ, Q_FRPEND, Q_FRT,
+ Q_EVBR, Q_FROZEN, Q_FRREC) = range(43, 56)
+# trimming: NACKs of trimmed packets the sender received
+Q_TNAKS = 56
+# the repair queue of trimmed packets: its oldest entry and count
+(Q_TRH, Q_TRC) = range(57, 59)
 # RCCC (issue 25 item 5): the sender's credit (bytes; may go below 0 by one packet), the
 # credit the receiver granted and the sender received (cumulative bytes), the next QP in
 # the receiver's credit FIFO (-1: last), in that FIFO (0/1), still speculating (0/1)
-(Q_RCRED, Q_RGRANT, Q_RRECV, Q_RNEXT, Q_RIN, Q_RSPEC) = range(43, 49)
-NQI = 49
+(Q_RCRED, Q_RGRANT, Q_RRECV, Q_RNEXT, Q_RIN, Q_RSPEC) = range(59, 65)
+NQI = 65
 #: buckets of the per-QP reorder histogram: distance d < 16 exactly, then one per
 #: power of two (16..31, 32..63, ...), the last open
 NRH = 32
 # after column NQI of QI: the reorder histogram (NRH columns from CI[QX_RH]); with
 # nic.receiver ooo the out-of-order bitmap (one bit per packet ahead, 64 per column, from
-# CI[QX_RB]); with lb flowlets the flowlet state per (direction, hop): last time, port
+# CI[QX_RB]); with nic.entropy reps its buffer (CI[EV_RB] columns from CI[QX_EV]); with
+# trimming and the ooo receiver the repair queue (CI[TRQ_N] columns from CI[QX_TRQ]); with
+# lb flowlets the flowlet state per (direction, hop): last time, port
 # (from CI[QX_QL], CI[QX_H] hops)
 F_RATE, F_WIN, F_LINE, F_0, F_1, F_2, F_3, F_4 = range(8)
 # the QP's fixed window (bytes; issue 12 item 1); congestion control's extra; spare
@@ -134,7 +171,10 @@ E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER, E_RX
     np.arange(9, dtype=np.int64))
 E_CREDIT = np.int64(9)  # RCCC: a receiver's credit pacer may grant
 DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
-CREDIT = np.int64(4)  # RCCC: credit from the receiver (K_SEQ: bytes granted)
+# a trimmed data packet (its header: seq and payload length kept, the payload cut) and
+# the receiver's NACK of it (seq: the trimmed packet's, not cumulative)
+TRIM, TNAK = np.arange(4, 6, dtype=np.int64)
+CREDIT = np.int64(6)  # RCCC: credit from the receiver (K_SEQ: bytes granted)
 ZERO, ONE, NIL = np.int64(0), np.int64(1), np.int64(-1)
 PAUSE_FRAME_BYTES = 64 + 20
 # run() results

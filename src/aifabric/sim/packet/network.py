@@ -48,6 +48,9 @@ PAUSE_FRAME_BYTES = 64 + 20
 #: the buffer of each switch of a network built without a fabric (no switch models) and
 #: without ``packet.buffer.size_bytes``
 DEFAULT_BUFFER_BYTES = 32 << 20
+#: trimmed packets a sender (ooo receiver) queues for repair; beyond, it goes back to the
+#: trimmed packet (go-back-N from there)
+TRIM_REPAIRS = 64
 #: the peer's PFC response time in the headroom of a network built without a fabric, ns
 #: (the fabric's: ``deploy.qos.pfc_response_ns``)
 DEFAULT_RESPONSE_NS = 1000
@@ -253,7 +256,9 @@ class Network:
     link l up, down); ``is_host[n]`` marks NIC nodes (the rest are switches). Only arcs in
     ``used_arcs`` get ports (routes, ACK routes and their reverses must be inside; with
     ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`, per-packet load balancing) every
-    member arc of its groups too).
+    member arc of its groups too). NIC-side spraying (``nic.entropy`` other than fixed)
+    needs ``lb`` (the groups the switches hash over) and ``entropy``
+    (:class:`aifabric.sim.packet.entropy.EntropyHash`: the switches' hash).
 
     The arrays start at the sizes below and double when the run needs more.
     """
@@ -268,7 +273,8 @@ class Network:
                  arc_dst: Sequence[int], arc_gbps: Sequence[float],
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
                  used_arcs: Sequence[int], node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None, lb: Any = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: Any = None,
+                 entropy: Any = None) -> None:
         K = _kernel()
         #: node names for messages (default: n<index>)
         self.node_names = list(node_names) if node_names is not None else \
@@ -324,9 +330,10 @@ class Network:
         self.NU[:, L.U_CRH] = self.NU[:, L.U_CRT] = -1  # RCCC: no QP waits for credit
         max_frame = self.mtu + self.hdr + self.ovh
         self._buffers(cfg, buffers, n_nodes, max_frame)
+        self._check_trim(cfg)
         if nic.rx_gbps is not None:
             self._rx_setup(nic, max_frame)
-        self._lb_tables(cfg, lb, n_nodes)
+        self._lb_tables(cfg, lb, n_nodes, entropy)
         self.G = np.zeros(L.NG, dtype=np.int64)
         self.CI = self._int_settings(cfg, tcs)
         self.CF = self._float_settings(cfg)
@@ -334,7 +341,9 @@ class Network:
         self.LL = np.array(self.lossless, dtype=np.int64)
         lb_seed = cfg.seed if cfg.lb.seed is None else cfg.lb.seed
         self.RNG = np.array([cfg.seed & ((1 << 64) - 1),
-                             (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1)], dtype=np.uint64)
+                             (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1),
+                             (cfg.seed ^ 0xE47E47E47E47E47E) & ((1 << 64) - 1)],
+                            dtype=np.uint64)
         self.H = self.initial_hops  # the longest route the arrays hold
         self.HT = np.zeros((4 * P + self.initial_heap, 5), dtype=np.int64)
         self.PQ = np.zeros((P, self.initial_port_qps), dtype=np.int64)
@@ -443,6 +452,22 @@ class Network:
                                         "it and see the lossless drops"))
             self.overcommit.append(line)
 
+    def _check_trim(self, cfg: PacketConfig) -> None:
+        """``switch.trim.threshold_bytes`` must be a queue length every switch's buffer
+        can hold."""
+        tr = cfg.switch.trim
+        sw = np.flatnonzero(~np.asarray(self.is_host, dtype=bool))
+        if not tr.enabled or tr.threshold_bytes is None or not len(sw):
+            return
+        buf = self.NU[sw, L.U_BUF]
+        i = int(np.argmin(buf))
+        if tr.threshold_bytes > buf[i]:
+            raise SpecError(Problem("packet.switch.trim.threshold_bytes",
+                                    f"{tr.threshold_bytes} is above the buffer of switch "
+                                    f"{self.node_names[int(sw[i])]} ({int(buf[i])} bytes): "
+                                    "no queue reaches it; allowed: at most the smallest "
+                                    "switch buffer"))
+
     def _int_settings(self, cfg: PacketConfig, tcs: list[int]) -> np.ndarray:
         ci = np.zeros(L.NCI, dtype=np.int64)
         ci[L.BUF] = int(self.NU[:, L.U_BUF].max()) if len(self.NU) else 0
@@ -474,6 +499,22 @@ class Network:
         ci[L.LB_ND], ci[L.LB_GT0], ci[L.LB_GP0], ci[L.LB_GA0], ci[L.LB_GRR0] = self.lb_offsets
         _, ci[L.QX_RB], ci[L.QX_QL], ci[L.QX_H] = self._qi_width(self.initial_hops)
         ci[L.QX_RH] = L.NQI
+        ci[L.EV_ALG] = self.ev_alg
+        ci[L.EV_N] = cfg.nic.entropy.values
+        ci[L.EV_RB] = self.reps_b
+        ci[L.QX_EV] = ci[L.QX_QL] - self.reps_b - self.trq
+        ci[L.TRQ_N] = self.trq
+        ci[L.QX_TRQ] = ci[L.QX_QL] - self.trq
+        ci[L.EV_DT0], ci[L.EV_NX0], ci[L.EV_NO0] = self.ev_offsets
+        if self.entropy is not None:
+            ci[L.EV_W] = self.entropy.width
+            ci[L.EV_SEL] = self.entropy.selection == "table"
+            ci[L.EV_TS] = self.entropy.table_size
+        ci[L.FRX] = cfg.nic.fast_retransmit_packets if self.ooo else 0
+        tr = cfg.switch.trim
+        ci[L.TRIM_ON] = tr.enabled
+        ci[L.TRIM_THR] = tr.threshold_bytes if tr.threshold_bytes is not None else -1
+        ci[L.TRIM_B] = tr.header_bytes
         return ci
 
     def _float_settings(self, cfg: PacketConfig) -> np.ndarray:
@@ -525,10 +566,23 @@ class Network:
         NU[:, L.U_HXON] = hp.xon_bytes if hp.xon_bytes is not None else \
             np.maximum(xoff - max_frame, 0)
 
-    def _lb_tables(self, cfg: PacketConfig, lb: Any, n_nodes: int) -> None:
-        """Per-packet load balancing (``packet.lb``) and the receiver's bitmap: the
-        groups of ``lb`` (:class:`aifabric.sim.packet.lb.LbGroups`; arcs as port rows,
-        every member arc must have a port) into the kernel's arrays."""
+    def _lb_tables(self, cfg: PacketConfig, lb: Any, n_nodes: int, entropy: Any) -> None:
+        """Per-packet load balancing (``packet.lb``), NIC-side spraying
+        (``nic.entropy``) and the receiver's bitmap: the groups of ``lb``
+        (:class:`aifabric.sim.packet.lb.LbGroups`; arcs as port rows, every member arc
+        must have a port) and the hash tables of ``entropy`` into the kernel's arrays."""
+        ent = cfg.nic.entropy
+        self.ev_alg = {"fixed": L.EV_FIXED, "oblivious": L.EV_OBLIVIOUS,
+                       "round_robin": L.EV_RR, "reps": L.EV_REPS}[ent.algorithm]
+        if self.ev_alg != L.EV_FIXED and (lb is None or entropy is None):
+            raise ValueError("nic.entropy needs the network's ECMP groups (lb) and the "
+                             "switches' hash (entropy)")
+        self.entropy = entropy if self.ev_alg != L.EV_FIXED else None
+        self.reps_b = ent.reps_buffer if self.ev_alg == L.EV_REPS else 0
+        #: the repair queue of trimmed packets (trimming with the ooo receiver)
+        self.trq = TRIM_REPAIRS if cfg.switch.trim.enabled and \
+            cfg.nic.receiver == "ooo" else 0
+        self.ev_offsets = (0, 0, 0)
         mode = cfg.lb.mode or "ecmp"
         self.lb_mode = {"ecmp": L.LB_ECMP, "spray": L.LB_SPRAYM,
                         "adaptive": L.LB_ADAPTIVE}[mode]
@@ -539,7 +593,7 @@ class Network:
         self.lb_dest = np.full(n_nodes, -1, dtype=i64)  # destination node -> column
         if lb is None:
             self.lb_mode = L.LB_ECMP
-        if self.lb_mode == L.LB_ECMP:
+        if self.lb_mode == L.LB_ECMP and self.entropy is None:
             self.LBT = np.full(n_nodes, -1, dtype=i64)
             self.lb_offsets = (0, n_nodes, n_nodes, n_nodes, n_nodes)
             return
@@ -555,8 +609,13 @@ class Network:
         gp = np.asarray(lb.ptr, dtype=i64)
         parts = [np.asarray(lb.node_row, dtype=i64), gt, gp, arc_pid[ga],
                  np.zeros(max(len(gp) - 1, 0), dtype=i64)]
+        if self.entropy is not None:  # the switches' hash: EV share, node seed, offset
+            parts.append(self.entropy.kernel_tables())
         off = np.cumsum([0] + [len(x) for x in parts])
         self.LBT = np.concatenate(parts)
+        if self.entropy is not None:
+            e0 = int(off[5])
+            self.ev_offsets = (e0, e0 + (1 << 16), e0 + (1 << 16) + n_nodes)
         D = len(lb.dests)
         self.lb_offsets = (D, int(off[1]), int(off[2]), int(off[3]), int(off[4]))
         self.lb_dest[np.asarray(lb.dests, dtype=i64)] = np.arange(D)
@@ -566,7 +625,7 @@ class Network:
         the out-of-order bitmap, the flowlet state of ``h`` hops; returns (width, bitmap
         column, flowlet column, hops)."""
         rb = L.NQI + L.NRH
-        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0)
+        ql = rb + (-(-self.ooo_w // 64) if self.ooo else 0) + self.reps_b + self.trq
         hq = h if self.flowlets else 0
         return ql + 4 * hq, rb, ql, hq
 
@@ -679,12 +738,17 @@ class Network:
     # ------------------------------------------------------------------ QPs
     def add_qp(self, route: Sequence[int], size_bytes: int, start_ps: int = 0,
                on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
-               ack_route: Sequence[int] | None = None) -> QP:
+               ack_route: Sequence[int] | None = None,
+               header: tuple[int, int, int] | None = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs), starting at ``start_ps``.
 
         ``ack_route``: the arcs its ACKs, NAKs and CNPs take from the receiver back to a
         NIC (a route of its own: the return 5-tuple as the switches hash it); as many
-        hops as ``route``, starting where ``route`` ends. None: ``route`` reversed."""
+        hops as ``route``, starting where ``route`` ends. None: ``route`` reversed.
+
+        ``header``: the QP's (source IP, destination IP, UDP source port) as the switches
+        hash them (NIC-side spraying, ``nic.entropy``); None: IPs from the end nodes'
+        numbers, the source port from the QP's number (0xC000 | 14 bits)."""
         K = self.K
         route = tuple(int(a) for a in route)
         q = len(self.qps)
@@ -714,6 +778,19 @@ class Network:
         qi[L.Q_PORT] = port.pid
         qi[L.Q_BRTT] = rtt
         qi[L.Q_LEN] = len(route)
+        qi[L.Q_FRSEQ] = -1
+        if self.entropy is not None and route:
+            if header is None:
+                h = (int(0x0A000000 + qp.path[0].src), int(0x0A000000 + qp.path[-1].dst),
+                     0xC000 | ((q * 0x9E3779B1 >> 7) & 0x3FFF))
+            else:
+                h = header
+            b = self.entropy.base(np.array([h[0], h[1]]), np.array([h[1], h[0]]),
+                                  np.array([h[2], h[2]]))
+            qi[L.Q_EVB], qi[L.Q_EVBR] = int(b[0]), int(b[1])
+            qi[L.Q_SPORT] = int(h[2]) & 0xFFFF
+            qi[L.Q_EVX] = min(self.cfg.nic.entropy.values,
+                              max(1, math.ceil(rtt * qp.line_bps / 8e12 / self.mtu)))
         if self.flowlets:  # no flowlet yet at any hop: no port
             qi[int(self.CI[L.QX_QL]) + 1::2] = -1
         if route:
@@ -764,6 +841,13 @@ class Network:
                                     "receiver back to the sender's NIC, as many as the "
                                     "data route's"))
         return back
+
+    def blackhole(self, arcs: Sequence[int]) -> None:
+        """The arcs ``arcs`` lose every frame sent over them while the switches keep
+        forwarding onto them (a link that failed before the routing converged, or a
+        gray failure); counted as drops of the port."""
+        for a in arcs:
+            self.PI[self.pid[int(a)], L.P_BH] = 1
 
     # ------------------------------------------------------------------ the loop
     def _loop(self, limit: int) -> int:

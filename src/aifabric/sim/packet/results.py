@@ -21,7 +21,8 @@ PAUSES_SHOWN = 10
 
 def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> SimResult:
     """Add the packet tables (``packet_queues``, ``packet_flows``, ``packet_alarms``,
-    ``packet_pauses``, ``packet_fct``) and a ``packet`` summary (counters, deadlocks, alarm
+    ``packet_pauses``, ``packet_fct``, ``packet_reorder`` when reordering is reported)
+    and a ``packet`` summary (counters, deadlocks, alarm
     lines, the event estimate, pause ratios of the most paused queues, flow completion
     times and slowdowns: ``fct``, :func:`fct_summary`) to ``res``; returns it."""
     ps = dict(run.port_series)
@@ -42,6 +43,8 @@ def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> Si
         res.tables["packet_pauses"] = dict(pz)
     if run.fct:
         res.tables["packet_fct"] = dict(run.fct)
+    if run.reorder:
+        res.tables["packet_reorder"] = dict(run.reorder)
     n = len(pz.get("port", ()))
     res.summary["packet"] = {
         **run.counters, "alarms": list(run.alarms),

@@ -27,8 +27,8 @@ from aifabric.sim.packet.sim import PacketSim
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
-__all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "ack_routes", "estimate_events", "flow_routes",
-           "lb_config", "route_hops", "run_packet"]
+__all__ = ["DEFAULT_MAX_EVENTS", "PacketRun", "ack_routes", "estimate_events", "flow_headers",
+           "flow_routes", "lb_config", "route_hops", "run_packet"]
 
 #: events per data frame and (hop + 1), measured on incasts and permutations (1.28-1.41):
 #: an arrival per hop, a transmission-done per busy port, the NIC's own
@@ -53,6 +53,9 @@ class PacketRun(FlowRun):
     fct: dict[str, np.ndarray] = field(default_factory=dict)
     #: per flow row of the paths: the arcs its ACKs, NAKs and CNPs took back
     ack_routes: list[tuple[int, ...]] = field(default_factory=list)
+    #: each QP's reorder distance distribution (:meth:`PacketSim.reorder_histogram`;
+    #: empty when reordering is not reported)
+    reorder: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
@@ -186,6 +189,41 @@ def ack_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
     return out, info
 
 
+def flow_headers(f: Fabric, dag: TransferDAG, n_rows: int, routing: Any = None, *,
+                 failures: Any = None, seed: int = 0, pinned: Any = None
+                 ) -> list[tuple[int, int, int] | None]:
+    """The header the switches hash of every flow row (QP) of a packet run routed by
+    :func:`aifabric.sim.paths.route_dag` with the same ``routing``, ``failures``,
+    ``seed`` and ``pinned``: (source IP, destination IP, UDP source port), the port as
+    the routing gave it (``source_port`` steers it); None for rows it cannot tell (pinned
+    connections, rows route_dag did not make this way)."""
+    from aifabric.routing.flows import make_flows
+    from aifabric.routing.route import route
+    from aifabric.sim.paths import _pinned_connections, connections
+
+    pol = routing if routing is not None else f.spec.routing
+    out: list[tuple[int, int, int] | None] = [None] * n_rows
+    src, dst, xconn = connections(dag)
+    Q = int(pol.qps_per_connection)
+    if not n_rows or n_rows != len(src) * Q:
+        return out
+    moved = dag.size_bytes * dag.repeat[dag.xfer_stage]
+    conn_bytes = np.maximum(np.bincount(xconn, weights=moved, minlength=len(src)), 1)
+    pin_of = _pinned_connections(src, dst, pinned)
+    free = np.arange(len(src)) if pin_of is None else np.flatnonzero(pin_of < 0)
+    if not len(free):
+        return out
+    flows = make_flows(f, src[free], dst[free], conn_bytes[free].astype(np.int64),
+                       qps_per_connection=Q, nic_port_choice=pol.nic_port_choice, seed=seed)
+    kw: dict[str, Any] = {} if failures is None else {"failures": failures}
+    fl = route(f, flows, pol, **kw).flows
+    row = (free[flows.conn] * Q + flows.qp).tolist()
+    for r, a, b, p in zip(row, fl.src_ip.tolist(), fl.dst_ip.tolist(), fl.sport.tolist(),
+                          strict=True):  # QPs of a packet run: thousands at most
+        out[r] = (int(a), int(b), int(p))
+    return out
+
+
 def _nic_to_nic(f: Fabric, routed: Any) -> list[tuple[int, ...]]:
     """:func:`flow_routes` of a :class:`~aifabric.routing.route.Routed`; for a
     single-path policy (its arcs in hop order) without the per-row walk: the arcs
@@ -289,13 +327,19 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
                                                  failures=failures, seed=seed, pinned=pinned)
     cfg = lb_config(cfg, routing if routing is not None else f.spec.routing)
-    sim = _make_sim(f, cfg, routes, rev_routes, failures)
+    pol = routing if routing is not None else f.spec.routing
+    sim = _make_sim(f, cfg, routes, rev_routes, failures, pol)
+    headers: list[tuple[int, int, int] | None] = [None] * len(routes)
+    if cfg.nic.entropy.algorithm != "fixed":
+        headers = flow_headers(f, dag, len(routes), pol, failures=failures, seed=seed,
+                               pinned=pinned)
     if events_progress is not None:
         total = int(est["events"])
         events_progress(0, total)
         sim.progress = lambda done: events_progress(done, total)
     drive = _DagDriver(dag, sim, routes, backs, np.asarray(paths.conn_ptr, dtype=np.int64),
                        xfer_conn, progress)
+    drive.headers = headers
     drive.run()
     arc_bytes, peak, q_peak = _arc_totals(sim, cap)
     tl, tg = _timeline(sim, len(cap), arc_group, n_groups)
@@ -311,6 +355,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
         ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
                                             for d in sim.deadlocks],
         alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
+        reorder=sim.reorder_histogram() if sim.reports_reorder else {},
         arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
 
 
@@ -343,30 +388,38 @@ def lb_config(cfg: PacketConfig, routing: Any) -> PacketConfig:
 
 
 def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
-              rev_routes: list[tuple[int, ...]], failures: Any = None) -> PacketSim:
+              rev_routes: list[tuple[int, ...]], failures: Any = None,
+              routing: Any = None) -> PacketSim:
     """The packet simulator of ``f`` with ports on the arcs of the routes and the
     switches' buffers of :func:`switch_buffers`; with ``packet.lb`` spray or adaptive,
-    the Fabric's ECMP groups toward every destination of the routes (the failed links
-    removed) and ports on all their arcs."""
+    or NIC-side spraying (``nic.entropy``), the Fabric's ECMP groups toward every
+    destination of the routes (the failed links removed) and ports on all their arcs;
+    with NIC-side spraying the switches' hash of ``routing``."""
     from aifabric.routing.failover import live_links
     from aifabric.sim.packet.lb import fabric_groups
     from aifabric.sim.paths import arc_latency_ns
 
     src, dst, cap = f.arcs
     used = {a for r in routes for a in r} | {a for r in rev_routes for a in r}
-    lb = None
-    if cfg.lb.mode in ("spray", "adaptive"):
+    lb = ent = None
+    ev_on = cfg.nic.entropy.algorithm != "fixed"
+    if cfg.lb.mode in ("spray", "adaptive") or ev_on:
         ends = [r[-1] for r in routes if r] + [r[-1] for r in rev_routes if r]
         dests = dst[np.asarray(ends, dtype=np.int64)] if ends else np.zeros(0, np.int64)
         lb = fabric_groups(f, dests[f.nodes.kind[dests] == NodeKind.NIC],
                            live_links(f, failures))
         used |= set(lb.used_arcs.tolist())
+    if ev_on:
+        from aifabric.sim.packet.entropy import EntropyHash
+
+        ent = EntropyHash.build(f.n_nodes, routing if routing is not None else
+                                f.spec.routing)
     kind = f.nodes.kind
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
     return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
                      arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
                      used_arcs=sorted(used), node_names=[str(x) for x in f.nodes.name],
-                     buffers=switch_buffers(f, cfg), lb=lb)
+                     buffers=switch_buffers(f, cfg), lb=lb, entropy=ent)
 
 
 def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
@@ -424,6 +477,8 @@ class _DagDriver:
         self.x_qps_left = np.zeros(T, dtype=np.int64)
         self.x_rep_end = np.zeros(T)
         self.stages_left = S
+        #: per flow row: the header the switches hash (NIC-side spraying; None: unknown)
+        self.headers: list[tuple[int, int, int] | None] = [None] * len(routes)
         sim.keep_running = lambda: self.stages_left > 0
 
     def run(self) -> None:
@@ -459,7 +514,7 @@ class _DagDriver:
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
                 sim.add_flow(self.routes[r], part, on_done=self.qp_done, tag=(s, x),
-                             ack_route=self.backs[r])
+                             ack_route=self.backs[r], header=self.headers[r])
             n += 1
         self.outstanding[s] = n
         if n == 0:

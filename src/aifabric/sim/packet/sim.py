@@ -37,12 +37,13 @@ class PacketSim:
                  arc_gbps: Sequence[float], arc_delay_ns: Sequence[float],
                  is_host: Sequence[bool], used_arcs: Sequence[int],
                  node_names: Sequence[str] | None = None,
-                 buffers: SwitchBuffers | None = None, lb: LbGroups | None = None) -> None:
+                 buffers: SwitchBuffers | None = None, lb: LbGroups | None = None,
+                 entropy: Any = None) -> None:
         self.cfg = cfg
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
                            arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
-                           node_names=node_names, buffers=buffers, lb=lb)
+                           node_names=node_names, buffers=buffers, lb=lb, entropy=entropy)
         self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
@@ -69,10 +70,12 @@ class PacketSim:
     # ----------------------------------------------------------------- flows
     def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
                  on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
-                 ack_route: Sequence[int] | None = None) -> QP:
+                 ack_route: Sequence[int] | None = None,
+                 header: tuple[int, int, int] | None = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``; its ACKs,
         NAKs and CNPs come back along ``ack_route`` (as many hops as ``route``; None:
-        ``route`` reversed)."""
+        ``route`` reversed); ``header``: its (source IP, destination IP, UDP source port)
+        as the switches hash them (NIC-side spraying; see :meth:`Network.add_qp`)."""
         self.pending += 1
 
         def done(qp: QP) -> None:
@@ -84,7 +87,12 @@ class PacketSim:
 
         return self.net.add_qp(route, size_bytes, int(start_ns * PS_PER_NS) +
                                (self.ev.now if start_ns == 0 else 0), done, tag,
-                               ack_route=ack_route)
+                               ack_route=ack_route, header=header)
+
+    def blackhole(self, arcs: Sequence[int]) -> None:
+        """Frames sent over ``arcs`` are lost while the switches keep forwarding onto them
+        (a link failed before the routing converged); see :meth:`Network.blackhole`."""
+        self.net.blackhole(arcs)
 
     @property
     def qps(self) -> list[QP]:
@@ -326,13 +334,32 @@ class PacketSim:
             "lossless_drops": self.lossless_drops(),
             "buffer": self.buffer_info(),
             **({"reorder": self.reorder_summary()} if self.reports_reorder else {}),
+            **({"trim": self.trim_summary()} if self.cfg.switch.trim.enabled else {}),
         }
+
+    def trim_summary(self) -> dict[str, Any]:
+        """Packet trimming (``switch.trim``): data packets trimmed, the NACKs their
+        headers brought back to the senders, and the port that trimmed most."""
+        net = self.net
+        n = len(net.qps)
+        tp = net.PI[:, L.P_TRIMS]
+        top = int(np.argmax(tp)) if len(tp) else 0
+        ports = self.net.ports
+        arc = int(net.PI[top, L.P_ARC]) if len(tp) else -1
+        tr = self.cfg.switch.trim
+        return {"threshold_bytes": tr.threshold_bytes, "trimmed": int(net.G[L.TRIMS]),
+                "trim_nacks": int(net.QI[:n, L.Q_TNAKS].sum()),
+                "most_trimming_port": (f"{self.names[ports[arc].src]} -> "
+                                       f"{self.names[ports[arc].dst]}")
+                if len(tp) and tp[top] > 0 else None,
+                "most_trimmed": int(tp[top]) if len(tp) else 0}
 
     @property
     def reports_reorder(self) -> bool:
         """Per-packet load balancing or the out-of-order receiver is on: the reorder
         columns and summary are reported (not at the defaults: outputs stay as they were)."""
-        return self.net.lb_mode != L.LB_ECMP or self.net.ooo
+        return self.net.lb_mode != L.LB_ECMP or self.net.ooo or \
+            self.net.ev_alg != L.EV_FIXED or self.cfg.switch.trim.enabled
 
     def reorder(self) -> dict[str, np.ndarray]:
         """Per QP: data packets that arrived ahead of the next expected one
@@ -350,11 +377,28 @@ class PacketSim:
         tot = RH.sum(axis=1)
         cum = np.cumsum(RH, axis=1)
         b99 = np.argmax(cum >= np.ceil(0.99 * tot)[:, None], axis=1)
+        b50 = np.argmax(cum >= np.ceil(0.5 * tot)[:, None], axis=1)
         return {"ooo_packets": QI[:, L.Q_OOOPK].copy(),
                 "reorder_max_packets": QI[:, L.Q_RMAX].copy(),
+                "reorder_p50_packets": np.where(tot > 0, edge[b50], 0),
                 "reorder_p99_packets": np.where(tot > 0, edge[b99], 0),
                 "naks": QI[:, L.Q_NAKS].copy(), "retx_bytes": QI[:, L.Q_RETX].copy(),
-                "dup_bytes": QI[:, L.Q_DUP].copy(), "ooo_discards": QI[:, L.Q_OOODROP].copy()}
+                "dup_bytes": QI[:, L.Q_DUP].copy(), "ooo_discards": QI[:, L.Q_OOODROP].copy(),
+                "timeouts": QI[:, L.Q_TO].copy(),
+                **({"trim_nacks": QI[:, L.Q_TNAKS].copy()}
+                   if self.cfg.switch.trim.enabled else {})}
+
+    def reorder_histogram(self) -> dict[str, np.ndarray]:
+        """Each QP's reorder distance distribution: one row per (QP, distance bucket)
+        that holds any data arrival: ``distance_packets`` (exact below 16, else the lower
+        edge of the power-of-two bucket; 0: in order) and the ``packets`` in it."""
+        net = self.net
+        n = len(net.qps)
+        RH = net.QI[:n, L.NQI:L.NQI + L.NRH]
+        edge = np.array([b if b < 16 else 1 << (b - 12) for b in range(L.NRH)], dtype=np.int64)
+        qp, b = np.nonzero(RH)
+        return {"qp": qp.astype(np.int64), "distance_packets": edge[b],
+                "packets": RH[qp, b].astype(np.int64)}
 
     def reorder_summary(self) -> dict[str, Any]:
         """The run's load balancing and receiver, and its reordering over every data
@@ -373,14 +417,20 @@ class PacketSim:
         r = self.reorder()
         lb = self.cfg.lb
         ooo = int(r["ooo_packets"].sum())
+        ent = self.cfg.nic.entropy
         return {"lb": lb.mode or "ecmp", "spray": lb.spray,
                 "flowlet_gap_ns": lb.flowlet_gap_ns, "receiver": self.cfg.nic.receiver,
+                **({"entropy": ent.algorithm, "entropy_values": ent.values}
+                   if ent.algorithm != "fixed" else {}),
                 "data_arrivals": tot, "ooo_packets": ooo,
                 "ooo_share": ooo / tot if tot else 0.0,
                 "distance_p50_packets": pct(0.5), "distance_p99_packets": pct(0.99),
                 "distance_max_packets": int(r["reorder_max_packets"].max()) if n else 0,
                 "naks": int(r["naks"].sum()), "retx_bytes": int(r["retx_bytes"].sum()),
-                "ooo_discards": int(r["ooo_discards"].sum())}
+                "ooo_discards": int(r["ooo_discards"].sum()),
+                "duplicate_bytes": int(r["dup_bytes"].sum()),
+                "timeouts": int(r["timeouts"].sum()),
+                "delivered_bytes": self.net.delivered}
 
     def drops_by_tc(self) -> dict[int, int]:
         """Frames dropped per traffic class (switch egress and NIC receive buffers), the
@@ -579,16 +629,24 @@ class Topology:
         """The arcs along a node sequence."""
         return [self._arc[(u, v)] for u, v in itertools.pairwise(nodes)]
 
-    def sim(self, cfg: PacketConfig | None = None) -> PacketSim:
+    def sim(self, cfg: PacketConfig | None = None, routing: Any = None) -> PacketSim:
         """The simulator of this network; with ``packet.lb`` spray or adaptive, its
         switches balance over every shortest path toward each host
-        (:func:`~aifabric.sim.packet.lb.shortest_groups`)."""
+        (:func:`~aifabric.sim.packet.lb.shortest_groups`); with ``nic.entropy`` other
+        than fixed they hash each packet's entropy value over those paths with
+        ``routing``'s hash settings (a :class:`~aifabric.spec.models.Routing`; None: its
+        defaults)."""
         cfg = cfg or PacketConfig()
-        lb = None
-        if cfg.lb.mode in ("spray", "adaptive"):
+        lb = ent = None
+        ev_on = cfg.nic.entropy.algorithm != "fixed"
+        if cfg.lb.mode in ("spray", "adaptive") or ev_on:
             lb = shortest_groups(self.arc_src, self.arc_dst, self.is_host,
                                  [i for i, h in enumerate(self.is_host) if h])
+        if ev_on:
+            from aifabric.sim.packet.entropy import EntropyHash
+
+            ent = EntropyHash.build(len(self.names), routing)
         return PacketSim(cfg, arc_src=self.arc_src, arc_dst=self.arc_dst,
                          arc_gbps=self.arc_gbps, arc_delay_ns=self.arc_delay_ns,
                          is_host=self.is_host, used_arcs=range(len(self.arc_src)),
-                         node_names=self.names, lb=lb)
+                         node_names=self.names, lb=lb, entropy=ent)
