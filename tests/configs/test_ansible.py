@@ -120,7 +120,9 @@ def test_deploy_switches_has_one_play_per_plane_that_stops_on_failure():
     f = small_ctx("hpn").fabric
     planes = sorted({int(p) for p in f.nodes.plane[f.is_switch] if p >= 0})
     assert [p["hosts"] for p in plays[:len(planes)]] == [f"switches:&plane{p}" for p in planes]
-    assert all(p["any_errors_fatal"] and p["max_fail_percentage"] == 0 for p in plays)
+    assert all(p["max_fail_percentage"] == 0 and "any_errors_fatal" not in p for p in plays)
+    tasks = yaml.safe_load(small_files("hpn")["ansible/tasks/deploy-switch.yml"])
+    assert "ansible.builtin.fail" in tasks[-1] and "aifabric_batch_failed" in tasks[-1]["when"]
 
 
 @pytest.fixture(scope="module")
