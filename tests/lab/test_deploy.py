@@ -23,8 +23,13 @@ from aifabric.lab import core as lab_core
 from aifabric.lab import lab_namespaces
 from aifabric.lab.daemons import daemon_pids, vtysh
 from aifabric.lab.ssh import SSHD, ssh_pids, start_sshd, stop_sshd
-from aifabric.lab.verify import (bgp_sessions, compare_groups, expected_sessions,
-                                 kernel_groups, model_groups)
+from aifabric.lab.verify import (
+    bgp_sessions,
+    compare_groups,
+    expected_sessions,
+    kernel_groups,
+    model_groups,
+)
 from tests.configs.conftest import need_tool
 from tests.conftest import EXAMPLES
 from tests.lab.live import live
@@ -247,7 +252,6 @@ def test_broken_frr_conf_fails_the_gate_and_stops_the_rollout(lab):
     installed frr.conf and its running config are as before)."""
     first = [s for s in lab.layout.switches if _plane(lab, s) == 0]
     broken = first[0]
-    later = [s for s in lab.layout.switches if s != broken]
     for sw in lab.layout.switches:
         p = _frr(lab, sw)
         p.write_text(re.sub(r"timers bgp \d+ \d+", "timers bgp 5 15", p.read_text()))

@@ -335,10 +335,10 @@ REQUIRED_PORT_FACTS = ("mtu",)
 def missing_facts(expected: dict[str, Any], inv: Inventory,
                   unread: dict[str, dict[str, str]]) -> list[Deviation]:
     """A deviation per fact the plan expects that a device's facts file lacks, when the
-    plan gives it a value and the fact is required (:data:`REQUIRED_FACTS`: a collector always reads it) or its
-    collector listed it as unread (``"unread": {"bgp_established": "bgpd is not
-    running"}``). The found value names the reason. Devices without a file are
-    reported by :func:`compare` (``device: missing``)."""
+    plan gives it a value and the fact is required (:data:`REQUIRED_FACTS`: a collector
+    always reads it) or its collector listed it as unread (``"unread":
+    {"bgp_established": "bgpd is not running"}``). The found value names the reason.
+    Devices without a file are reported by :func:`compare` (``device: missing``)."""
     found = inv.model_dump(exclude_none=True)
     out: list[Deviation] = []
     group = GROUPS["device"]
