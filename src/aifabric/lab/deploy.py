@@ -91,8 +91,9 @@ def deploy(lab: Lab, spec_file: Path, *, canary: int = 1, batch: str = "100%",
     fabric, ctx, lay = _build(spec, scale, lab.dir)
     changes = layout_changes(lab.layout, lay)
     if changes:
+        more = f" (and {len(changes) - 1} more)" if len(changes) > 1 else ""
         raise LabError(f"{spec_file}: its --scale {lab.state['scale']} copy is not the "
-                       f"running lab's: {'; '.join(changes[:3])}; a running lab cannot be "
+                       f"running lab's: {changes[0]}{more}; a running lab cannot be "
                        "rewired or re-addressed: `aifabric lab down`, then `lab up` the "
                        "new spec")
     out = write_lab_build(lab.dir, fabric, ctx, lay, build_extra)
