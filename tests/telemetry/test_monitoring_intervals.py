@@ -75,7 +75,7 @@ def test_prometheus_yml_takes_the_spec_intervals_and_promtool_accepts_it(promtoo
 
 def test_an_interval_outside_the_range_is_refused():
     with pytest.raises(SpecError) as err:
-        _spec(0.5)
+        _spec(1)
     assert "deploy.monitoring.scrape_interval_s" in str(err.value)
 
 
@@ -110,7 +110,7 @@ def _run(promtool: str, tmp_path: Path, spec, doc: dict[str, Any]) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize(("scrape", "evaluation"), [(2, 2), (1, 1), (5, 5), (2, 6), (15, 15)])
+@pytest.mark.parametrize(("scrape", "evaluation"), [(2, 2), (2, 1), (5, 5), (2, 6), (15, 15)])
 def test_ecmp_alert_fires_exactly_for_after_the_first_evaluation_that_sees_it(
         promtool, tmp_path, scrape, evaluation):
     spec = _spec(scrape, evaluation)
@@ -126,7 +126,7 @@ def test_ecmp_alert_fires_exactly_for_after_the_first_evaluation_that_sees_it(
           f"{fire - t_bad:g} s after the first bad sample")
 
 
-@pytest.mark.parametrize("scrape", [1, 2, 15])
+@pytest.mark.parametrize("scrape", [2, 3, 15])
 def test_one_bad_sample_never_fires(promtool, tmp_path, scrape):
     """An ECMP group short for one sample (a route replaced during reconvergence) is
     not an alert at any interval."""

@@ -249,9 +249,12 @@ class Monitoring(_Strict):
     (``monitoring/prometheus.yml``); the alerts' ``for:`` and rate windows scale with
     them (:mod:`aifabric.telemetry.alerts`). ``evaluation_interval_s`` unset: the scrape
     interval. Shorter intervals detect sooner (an ECMP group that lost a member fires
-    after two intervals) at more scrape load on every device."""
+    after two intervals) at more scrape load on every device. The shortest scrape
+    interval is 2 s: at 1 s, a scrape of the lab during a switch failure (a frozen
+    daemon is waited for up to 0.5 s) overran the interval and fired FabricExporterDown
+    (``benchmarks/bench_alert_latency.py``)."""
 
-    scrape_interval_s: float = Field(default=15.0, ge=1.0, le=300.0, description="s")
+    scrape_interval_s: float = Field(default=15.0, ge=2.0, le=300.0, description="s")
     evaluation_interval_s: float | None = Field(default=None, ge=1.0, le=300.0,
                                                 description="s")
 
