@@ -107,7 +107,7 @@ class Poller(threading.Thread):
             return [x for x in self.seen if x[0] >= t0]
 
 
-def main() -> int:  # noqa: C901, PLR0915 - one measurement, read top to bottom
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--failures", type=int, default=20)
     ap.add_argument("--interval", type=float, default=1.0)

@@ -272,7 +272,7 @@ def _heal_lines(lab: Any, h: Any) -> None:
 @app.command("restore")
 @_lab_errors
 def restore_cmd(
-    target: str | None = typer.Argument(None, metavar="[TARGET]",
+    target: str | None = typer.Argument(None, metavar="TARGET",
                                         help="a failure `lab fail` injected (a switch or "
                                         "device:interface); omit with --all"),
     all_: bool = typer.Option(False, "--all", help="undo every injected failure"),
