@@ -335,8 +335,8 @@ def deploy_switches_yml(ctx: BuildContext) -> str:
            "        argv: [\"{{ ansible_playbook_python }}\", "
            "\"{{ playbook_dir }}/files/rollout.py\",",
            "               \"{{ aifabric_build }}/rollout.json\", start]",
-           "        stdin: \"{{ {'plan': aifabric_plan, 'targets': ansible_play_hosts_all} "
-           "| to_json }}\"",
+           "        stdin: \"{{ {'plan': aifabric_plan, 'targets': ansible_play_hosts_all, "
+           "'check': ansible_check_mode} | to_json }}\"",
            "      delegate_to: localhost",
            "      run_once: true",
            "      changed_when: false",

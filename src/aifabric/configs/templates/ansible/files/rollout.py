@@ -64,7 +64,9 @@ def names(xs, n=8):
 def report(doc):
     s = doc["summary"]
     out = [f"rollout of {doc['plan'].get('name')} ({doc['plan'].get('digest')}): "
-           f"{s['batches']} batch(es), {'ok' if s['ok'] else 'STOPPED'}"]
+           f"{s['batches']} batch(es), {'ok' if s['ok'] else 'STOPPED'}"
+           + (" (check mode: nothing written; 'changed' = would change)"
+              if doc.get("check") else "")]
     for key, what in (("changed", "changed (new configs, gate passed)"),
                       ("unchanged", "unchanged (configs already as planned)"),
                       ("rolled_back", "rolled back to the replaced configs"),
@@ -86,7 +88,7 @@ def main():
     if cmd == "start":
         args = json.load(sys.stdin)
         doc = {"plan": args.get("plan") or {}, "targets": sorted(args["targets"]),
-               "started": time.time(), "batches": []}
+               "check": bool(args.get("check")), "started": time.time(), "batches": []}
     else:
         doc = load(path)
     if cmd == "mark":
