@@ -111,7 +111,7 @@ def test_canary_then_batches_a_failed_batch_is_rolled_back_and_nothing_else_touc
     _new_timers(lab, 4)
     _break(lab, broken)
     r = playbook(lab.dir / "build", "deploy-switches.yml", "-e", "aifabric_batch=3",
-                 "-e", "aifabric_gate_timeout=8")
+                 "-e", "aifabric_gate_timeout=8", "-e", "aifabric_rollback_gate_timeout=45")
     assert r.returncode != 0
     assert "ROLLED BACK" in r.stdout and "Deploy switch configs, plane 1" not in r.stdout
     assert set(recap(r.stdout)) == {canary, *batch2}
@@ -139,7 +139,8 @@ def test_rollback_of_a_failed_batch_of_seven_is_within_the_bound(lab):
     _new_timers(lab, 5)
     _break(lab, plane0[-1])
     r = playbook(lab.dir / "build", "deploy-switches.yml", "--limit", "plane0",
-                 "-e", "aifabric_canary=0", "-e", "aifabric_gate_timeout=8")
+                 "-e", "aifabric_canary=0", "-e", "aifabric_gate_timeout=8",
+                 "-e", "aifabric_rollback_gate_timeout=45")
     assert r.returncode != 0
     doc = _rollout(lab)
     s = doc["summary"]
