@@ -928,8 +928,11 @@ def check(build: str | Path, *, inventory: str | Path | None = None,
           ) -> CheckResult:
     """Compare collected facts (``inventory``: a YAML/JSON file, or ``facts``: the folder
     the build's preflight playbook writes) with the plan of a build folder (or its spec);
-    ``partial`` ignores devices and interfaces missing from the facts. ``progress(total)``
-    (the CLI's bar) is a context manager yielding a callback of devices done."""
+    ``partial`` ignores devices and interfaces missing from the facts. With ``facts``, a
+    fact every collector reads (a switch's ``bgp_established``, a port's MTU) or one its
+    collector marked unread is a deviation of that device when missing, with the reason.
+    ``progress(total)`` (the CLI's bar) is a context manager yielding a callback of
+    devices done."""
     from aifabric.configs.check import compare, expected_inventory, parse_inventory
 
     if inventory is not None and facts is not None:
@@ -940,6 +943,7 @@ def check(build: str | Path, *, inventory: str | Path | None = None,
     b = _load_build(build)
     expected = expected_inventory(b.ctx)
     unusable: list = []
+    unread: dict[str, dict[str, str]] = {}
     if facts is not None:
         from aifabric.configs.ansible import plan_id
         from aifabric.configs.check import read_facts_folder
@@ -953,7 +957,7 @@ def check(build: str | Path, *, inventory: str | Path | None = None,
         text = (b.spec_file.read_text(encoding="utf-8") if b.spec_file.name == SPEC_FILE
                 and not b.given_spec else dump_spec(b.fabric.spec))
         plan_ = plan_id(text, b.fabric.spec.name)
-        doc, unusable = read_facts_folder(facts, b.ctx, plan_)
+        doc, unusable = read_facts_folder(facts, b.ctx, plan_, unread)
         if not unusable and not doc["hosts"] and not doc["switches"]:
             raise SpecError(Problem("--facts", f"{facts} holds no facts file (<device>.json); "
                                     "allowed: the folder preflight.yml wrote"))
@@ -965,6 +969,10 @@ def check(build: str | Path, *, inventory: str | Path | None = None,
     bar = progress(total) if progress is not None else _no_bar("devices", total, "")
     with bar as advance:
         devs = compare(expected, inv, partial=partial, progress=advance)
+    if facts is not None:  # a facts file must hold every fact its collector always reads
+        from aifabric.configs.check import missing_facts
+
+        devs += missing_facts(expected, inv, unread)
     if unusable:  # a device whose file could not be used is reported once, by its file
         skip = {d.device for d in unusable}
         devs = unusable + [d for d in devs if not (d.device in skip and d.field == "device")]

@@ -109,13 +109,20 @@ def test_build_writes_the_same_ansible_bytes_twice():
 
 
 def test_deploy_switches_has_one_play_per_plane_that_stops_on_failure():
-    """HPN's two planes each get a play (then the switches of no plane); every play
-    stops the rollout at the first failure."""
+    """HPN's two planes each get a play (then the switches of no plane), after the play
+    that starts the rollout record; every play stops the rollout at the first failure
+    and starts with a canary batch."""
     plays = yaml.safe_load(small_files("hpn")["ansible/deploy-switches.yml"])
+    assert "rollout.py" in json.dumps(plays[0]) and "start" in json.dumps(plays[0])
+    plays = plays[1:]
+    assert all(len(p["serial"]) == 2 and "aifabric_canary" in p["vars"]["aifabric_first"]
+               for p in plays)
     f = small_ctx("hpn").fabric
     planes = sorted({int(p) for p in f.nodes.plane[f.is_switch] if p >= 0})
     assert [p["hosts"] for p in plays[:len(planes)]] == [f"switches:&plane{p}" for p in planes]
-    assert all(p["any_errors_fatal"] and p["max_fail_percentage"] == 0 for p in plays)
+    assert all(p["max_fail_percentage"] == 0 and "any_errors_fatal" not in p for p in plays)
+    tasks = yaml.safe_load(small_files("hpn")["ansible/tasks/deploy-switch.yml"])
+    assert "ansible.builtin.fail" in tasks[-1] and "aifabric_batch_failed" in tasks[-1]["when"]
 
 
 @pytest.fixture(scope="module")
@@ -259,35 +266,51 @@ def test_install_writes_only_what_differs_keeps_a_backup_and_checks_without_writ
     files = [{"key": "config_db", "dest": str(db), "mode": "0644", "content": '{"a": 1}\n\n'},
              {"key": "frr", "dest": str(frr), "mode": "0640", "content": "new\n"}]
     r = _install(files, check=True)
-    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": ["config_db", "frr"]}
+    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": ["config_db", "frr"],
+                                                          "files": {}}
     assert not db.exists() and frr.read_text() == "old\n"
     assert sorted(p.name for p in frr.parent.iterdir()) == ["frr.conf"]
     r = _install(files)
-    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": ["config_db", "frr"]}
+    assert r.returncode == 0
+    out = json.loads(r.stdout)
+    assert out["installed"] == ["config_db", "frr"]
     assert db.read_text() == '{"a": 1}\n\n' and frr.read_text() == "new\n"
     assert (db.stat().st_mode & 0o777, frr.stat().st_mode & 0o777) == (0o644, 0o640)
     backups = [p for p in frr.parent.iterdir() if p.name != "frr.conf"]
     assert [p.read_text() for p in backups] == ["old\n"]
+    assert out["files"] == {"config_db": {"dest": str(db), "backup": None},
+                            "frr": {"dest": str(frr), "backup": str(backups[0])}}
     assert [p.name for p in db.parent.iterdir()] == ["config_db.json"]
+    # the rollback puts back exactly what the install replaced
+    rb = subprocess.run([sys.executable, "-c", (Path(__file__)
+                         .resolve().parents[2] / "src/aifabric/configs" / ANSIBLE /
+                         "files/rollback.py").read_text()], input=r.stdout,
+                        capture_output=True, text=True, check=False)
+    assert rb.returncode == 0 and json.loads(rb.stdout) == {"restored": ["frr"],
+                                                            "removed": ["config_db"]}
+    assert frr.read_text() == "old\n" and not db.exists()
+    assert frr.stat().st_mode & 0o777 == 0o640
+    assert json.loads(_install(files).stdout)["installed"] == ["config_db", "frr"]
     r = _install(files)
-    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": []}
+    assert r.returncode == 0 and json.loads(r.stdout) == {"installed": [], "files": {}}
     os.chmod(db, 0o600)  # a mode that drifted is installed again
-    assert json.loads(_install(files).stdout) == {"installed": ["config_db"]}
+    assert json.loads(_install(files).stdout)["installed"] == ["config_db"]
     assert db.stat().st_mode & 0o777 == 0o644
 
 
 def test_deploy_switches_installs_both_files_in_one_exec(tmp_path):
     """The rollout's cost is its remote round trips: one task installs config_db.json
-    and frr.conf (files/install.py, no copy module per file), and each handler runs
-    only for the file that changed."""
+    and frr.conf (files/install.py, no copy module per file), and each reload runs only
+    for the file that changed -- after the install and after a rollback."""
     tasks = yaml.safe_load(small_files("hpn")["ansible/tasks/deploy-switch.yml"])
-    handlers = yaml.safe_load(small_files("hpn")["ansible/tasks/switch-handlers.yml"])
-    mods = [next(k for k in t if k.startswith("ansible.")) for t in tasks]
+    flat = [t for b in tasks for t in (b.get("block", [b]) + b.get("rescue", []))]
+    mods = [next(k for k in t if k.startswith("ansible.")) for t in flat]
     assert "ansible.builtin.copy" not in mods
-    inst = [t for t in tasks if "files/install.py" in json.dumps(t)]
-    assert len(inst) == 1 and set(inst[0]["notify"]) == {h["name"] for h in handlers}
-    assert ["'config_db' in" in h["when"] or "'frr' in" in h["when"] for h in handlers] \
-        == [True, True]
+    inst = [t for t in flat if "files/install.py" in json.dumps(t)]
+    assert len(inst) == 1
+    reloads = [t for t in flat if "reload" in json.dumps(t.get("ansible.builtin.command", {}))]
+    assert ["'config_db' in" in t["when"] or "'frr' in" in t["when"] for t in reloads] \
+        == [True] * 4
 
 
 def test_inventory_lines_stay_short_with_a_long_lab_folder():

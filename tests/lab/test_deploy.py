@@ -246,11 +246,11 @@ def test_deploy_switches_changes_one_plane_without_restarting_bgpd(lab):
 
 
 def test_broken_frr_conf_fails_the_gate_and_stops_the_rollout(lab):
-    """A wrong remote-as in one plane-0 switch (and new timers everywhere): the first
-    batch's gate fails, the playbook stops, and no switch of a later batch is touched
-    (its installed frr.conf and its running config are as before)."""
+    """A wrong remote-as in plane 0's first switch (and new timers everywhere): that
+    switch is the canary, its gate fails, it is rolled back to the config it replaced
+    (running and installed), the playbook stops, and no other switch is touched (its
+    installed frr.conf and its running config are as before)."""
     first = [s for s in lab.layout.switches if _plane(lab, s) == 0]
-    later = [s for s in lab.layout.switches if s not in first]
     broken = first[0]
     for sw in lab.layout.switches:
         p = _frr(lab, sw)
@@ -260,16 +260,18 @@ def test_broken_frr_conf_fails_the_gate_and_stops_the_rollout(lab):
     assert m
     _frr(lab, broken).write_text(text.replace(m.group(0), f" neighbor {m.group(1)} remote-as "
                                               f"{int(m.group(2)) + 1}"))
-    installed = {s: (lab.dir / "frr" / s / "frr.conf").read_text() for s in later}
-    running = {s: vtysh(lab.dir, s, "show running-config") for s in later}
+    every = lab.layout.switches
+    installed = {s: (lab.dir / "frr" / s / "frr.conf").read_text() for s in every}
+    running = {s: vtysh(lab.dir, s, "show running-config") for s in every}
     r = playbook(lab.dir / "build", "deploy-switches.yml", "-e", "aifabric_gate_timeout=8")
     assert r.returncode != 0
     assert "GATE FAILED" in r.stdout + r.stderr and "not Established" in r.stdout + r.stderr
     assert "Deploy switch configs, plane 1" not in r.stdout
-    assert set(recap(r.stdout)) == set(first)
-    for s in later:
-        assert (lab.dir / "frr" / s / "frr.conf").read_text() == installed[s]
-        assert vtysh(lab.dir, s, "show running-config") == running[s]
+    assert set(recap(r.stdout)) == {broken}
+    for s in every:
+        assert (lab.dir / "frr" / s / "frr.conf").read_text() == installed[s], s
+        assert vtysh(lab.dir, s, "show running-config") == running[s], s
+    assert _sessions_missing(lab) == []
 
 
 def test_deploy_hosts_check_mode_reports_no_connectx(lab):

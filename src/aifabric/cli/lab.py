@@ -1,9 +1,10 @@
-"""``aifabric lab up|test|fail|status|down``: prove a design on real routing daemons.
+"""``aifabric lab up|test|fail|restore|heal|deploy|status|down``: prove a design on FRR.
 
 ``up`` builds a scaled-down copy of the spec as network namespaces and veth pairs with
 FRR in every switch (the configs ``aifabric build`` generates for that copy); ``test``
 checks sessions, ECMP groups (kernel vs the routing model), reachability and hops;
-``fail`` takes a switch or a link down and measures convergence; ``down`` removes
+``fail`` takes a switch or a link down and measures convergence; ``restore`` undoes it
+and ``heal`` reconciles the kernel with the twin (:mod:`aifabric.lab.heal`); ``down`` removes
 everything the lab made. Needs root and FRR; problems exit 2 with one line.
 """
 
@@ -275,6 +276,155 @@ def fail_cmd(
     _more(res.mismatches, 10, "ECMP groups that differ")
     if res.routes_s is None or res.traffic_s is None:
         raise typer.Exit(1)
+
+
+def _heal_lines(lab: Any, h: Any) -> None:
+    for dev, what in h.routes_added[:20]:
+        console.print(f"  route re-added: {dev} {what}", markup=False)
+    _more(h.routes_added, 20, "routes re-added")
+    for sw, gid, before, after in h.groups_fixed[:20]:
+        console.print(f"  nexthop group {gid} on {sw}: kernel [{before}] -> FRR's [{after}]",
+                      markup=False)
+    _more(h.groups_fixed, 20, "nexthop groups replaced")
+    for dev, what, why in h.routes_left[:10]:
+        console.print(f"  not re-added: {dev} {what} ({why})", markup=False)
+    _more(h.routes_left, 10, "routes not re-added")
+
+
+@app.command("restore")
+@_lab_errors
+def restore_cmd(
+    target: str | None = typer.Argument(None, metavar="TARGET",
+                                        help="a failure `lab fail` injected (a switch or "
+                                        "device:interface); omit with --all"),
+    all_: bool = typer.Option(False, "--all", help="undo every injected failure"),
+    lab_dir: Path | None = DIR_OPT,
+    timeout: float = typer.Option(60.0, "--timeout", metavar="SECONDS",
+                                  help="seconds to wait for sessions and routes"),
+) -> None:
+    """Undo one injected failure (or --all), heal, and wait until routes equal the model."""
+    from aifabric.errors import Problem, SpecError
+    from aifabric.lab import load_lab, preflight
+    from aifabric.lab.heal import restore
+
+    if (target is None) == (not all_):
+        raise SpecError(Problem("target", "give one failure to undo or --all; allowed: "
+                                "a switch or device:interface that `lab status` lists as "
+                                "failed, or --all"))
+    lab = load_lab(lab_dir)
+    preflight()
+    with console.status(styled(f"restoring {target or 'every failure'}")):
+        res = restore(lab, target, timeout_s=timeout)
+    console.print(f"restored {', '.join(res.restored)}: {res.ports_up} port(s) up, "
+                  f"{res.woken} daemon(s) woken", markup=False)
+    console.print("  BGP sessions Established: " + (f"{res.sessions_s * 1000:.0f} ms"
+                  if res.sessions_s is not None else f"NO, not all after {timeout:.0f} s"))
+    console.print("  routes converged (kernel ECMP groups = model): "
+                  + (f"{res.routes_s * 1000:.0f} ms" if res.routes_s is not None
+                     else f"NO, {len(res.mismatches)} groups differ after {timeout:.0f} s"))
+    _heal_lines(lab, res.heal)
+    for sw, ip, got, want in res.mismatches[:10]:
+        console.print(f"  differs: {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
+                      f"[{_nexthops(lab, sw, want)}]", markup=False)
+    _more(res.mismatches, 10, "ECMP groups that differ")
+    if res.remaining:
+        console.print("still failed: " + ", ".join(res.remaining), markup=False)
+    if res.routes_s is None:
+        raise typer.Exit(1)
+
+
+@app.command("heal")
+@_lab_errors
+def heal_cmd(lab_dir: Path | None = DIR_OPT) -> None:
+    """Reconcile the kernel with the twin: routes the lab made, nexthop groups vs FRR."""
+    import numpy as np
+
+    from aifabric.lab import load_lab, preflight, verify
+    from aifabric.lab.heal import heal
+    from aifabric.lab.inject import alive_links, dead_switches
+
+    lab = load_lab(lab_dir)
+    preflight()
+    with console.status("healing"):
+        h = heal(lab)
+        f = lab.fabric
+        dead = set(dead_switches(lab.failures))
+        sws = [s for s in lab.layout.switches if s not in dead]
+        alive = alive_links(f, lab.failures)
+        diff = verify.compare_groups(verify.kernel_groups(f, lab.layout.ns, sws),
+                                     verify.model_groups(f, np.asarray(alive), sws))
+    console.print(f"heal: {len(h.routes_added)} route(s) re-added, {len(h.groups_fixed)} "
+                  "nexthop group(s) replaced" + ("; nothing to do" if not h.changed else ""))
+    _heal_lines(lab, h)
+    console.print("kernel ECMP groups = model: " + ("yes" if not diff else
+                                                   f"NO, {len(diff)} differ"))
+    for sw, ip, got, want in diff[:10]:
+        console.print(f"  differs: {sw} -> {ip}: kernel [{_nexthops(lab, sw, got)}], model "
+                      f"[{_nexthops(lab, sw, want)}]", markup=False)
+    _more(diff, 10, "ECMP groups that differ")
+    if diff:
+        raise typer.Exit(1)
+
+
+@app.command("deploy")
+@_lab_errors
+def deploy_cmd(
+    spec: Path = typer.Argument(..., metavar="SPEC", help="the changed cluster spec (YAML)"),
+    lab_dir: Path | None = DIR_OPT,
+    canary: int = typer.Option(1, "--canary", min=0, metavar="N",
+                               help="switches of each plane deployed and gated first "
+                               "(0: none)"),
+    batch: str = typer.Option("100%", "--batch", metavar="N|N%",
+                              help="switches per batch after the canary"),
+    gate_timeout: float = typer.Option(30.0, "--gate-timeout", min=1, max=600,
+                                       metavar="SECONDS",
+                                       help="how long each switch's health gate waits"),
+) -> None:
+    """Deploy a changed spec to the running lab (`lab up --ssh`) through the build's
+    playbooks: a canary per plane, then batches; a failed batch is rolled back."""
+    import re
+
+    from aifabric.errors import Problem, SpecError
+    from aifabric.lab import load_lab, preflight
+    from aifabric.lab.deploy import deploy
+    from aifabric.telemetry.monitoring import render_monitoring
+
+    if not re.fullmatch(r"[1-9][0-9]{0,5}%?", batch) or (batch.endswith("%")
+                                                         and int(batch[:-1]) > 100):
+        raise SpecError(Problem("--batch", f"got {batch!r}; allowed: a number of switches "
+                                "(1, 2, ...) or a share of the plane (1% .. 100%)"))
+    lab = load_lab(lab_dir)
+    preflight()
+    with console.status(styled(f"deploying {spec} to the lab")):
+        res = deploy(lab, spec, canary=canary, batch=batch, gate_timeout_s=gate_timeout,
+                     build_extra=(render_monitoring,))
+    s = res.rollout.get("summary", {})
+    plan = res.rollout.get("plan", {})
+    console.print(f"deploy {spec} -> {lab.dir} (plan {plan.get('name')} "
+                  f"{plan.get('digest')}): {'ok' if res.ok else 'FAILED'} in "
+                  f"{res.seconds:.1f} s, {s.get('batches', 0)} batch(es)", markup=False)
+    for key, what in (("changed", "changed"), ("unchanged", "unchanged"),
+                      ("rolled_back", "rolled back"), ("never_touched", "never touched")):
+        names = s.get(key, [])
+        console.print(f"  {what}: {len(names)}" + (f" ({', '.join(names[:8])}"
+                      + (", ..." if len(names) > 8 else "") + ")" if names else ""),
+                      markup=False)
+    if s.get("rollback_s"):
+        bad = s.get("rolled_back_gate_failed", [])
+        console.print(f"  rollback took {', '.join(f'{x:.1f} s' for x in s['rollback_s'])}; "
+                      f"gate after it passed on {len(s['rolled_back']) - len(bad)}/"
+                      f"{len(s['rolled_back'])}", markup=False)
+    for sw, why in sorted(s.get("failed", {}).items()):
+        console.print(f"  failed: {sw}: {why}", markup=False)
+    if not res.ok:
+        if not s:
+            tail = [x for x in res.output.splitlines() if x.strip()][-5:]
+            for line in tail:
+                console.print(f"  {line}", markup=False)
+        console.print(f"the lab keeps its spec {lab.state['spec_file']}; the build of "
+                      f"{spec} is in {lab.dir / 'build'}", markup=False)
+        raise typer.Exit(1)
+    console.print(f"the lab's spec is now {spec}; next: aifabric lab test", markup=False)
 
 
 def _lab_present(d: Path) -> bool:

@@ -46,8 +46,8 @@ from aifabric.spec.base import StrictModel
 from aifabric.spec.load import load_json
 from aifabric.spec.problems import problems_from_validation
 
-__all__ = ["FACTS_VERSIONS", "Deviation", "Inventory", "compare", "expected_inventory",
-           "parse_inventory", "read_facts_folder"]
+__all__ = ["FACTS_VERSIONS", "REQUIRED_FACTS", "Deviation", "Inventory", "compare",
+           "expected_inventory", "missing_facts", "parse_inventory", "read_facts_folder"]
 
 #: versions of the facts-file schema (``aifabric-facts``) this code reads
 FACTS_VERSIONS = (1,)
@@ -325,7 +325,55 @@ def compare(expected: dict[str, Any], inv: Inventory, *, partial: bool = False,
 
 
 
-def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str]
+#: facts the build's collectors read on every device of a section (the switch's OS and
+#: its BGP daemon's sessions; every port's MTU from the kernel): missing from a facts
+#: file, they are a deviation of that device even when the file gives no reason
+REQUIRED_FACTS = {"switches": ("os_version", "bgp_established"), "hosts": ()}
+REQUIRED_PORT_FACTS = ("mtu",)
+
+
+def missing_facts(expected: dict[str, Any], inv: Inventory,
+                  unread: dict[str, dict[str, str]]) -> list[Deviation]:
+    """A deviation per fact the plan expects that a device's facts file lacks, when the
+    plan gives it a value and the fact is required (:data:`REQUIRED_FACTS`: a collector
+    always reads it) or its collector listed it as unread (``"unread":
+    {"bgp_established": "bgpd is not running"}``). The found value names the reason.
+    Devices without a file are reported by :func:`compare` (``device: missing``)."""
+    found = inv.model_dump(exclude_none=True)
+    out: list[Deviation] = []
+    group = GROUPS["device"]
+    for section in ("hosts", "switches"):
+        need = REQUIRED_FACTS[section]
+        for dev, got in found.get(section, {}).items():
+            exp = expected[section].get(dev)
+            if exp is None:
+                continue
+            why = unread.get(dev, {})
+
+            def no(key: str, want: Any, dev: str = dev, why: dict[str, str] = why) -> None:
+                reason = why.get(key) or "not in the facts file, and it gives no reason"
+                out.append(Deviation(group, dev, key, _fmt(want) if want is not None
+                                     else "collected", f"missing: {reason}"))
+
+            for field, want in exp.items():
+                if field != "interfaces" and field not in got and (
+                        (field in need and want is not None) or field in why):
+                    no(field, want)
+            got_if = got.get("interfaces", {})
+            for ifname, exp_if in exp["interfaces"].items():
+                g = got_if.get(ifname)
+                if g is None:
+                    continue  # a missing interface is compare's deviation
+                for field, want in exp_if.items():
+                    key = f"interfaces.{ifname}.{field}"
+                    if field not in g and ((field in REQUIRED_PORT_FACTS and want is not None)
+                                           or key in why):
+                        no(key, want)
+    return out
+
+
+def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str],
+                      unread: dict[str, dict[str, str]] | None = None
                       ) -> tuple[dict[str, Any], list[Deviation]]:
     """The facts files of ``folder`` (``<device>.json``, written by the build's
     ``ansible/preflight.yml``) as one inventory document, and a deviation per file
@@ -341,7 +389,11 @@ def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str]
          "kind": "switch",                       # or "host"
          "plan": {"name": "...", "digest": "..."},  # the build's ansible inventory
          "facts": {...},                         # one device of the inventory format
-         "notes": ["what could not be collected, and why"], ...}
+         "notes": ["what could not be collected, and why"],
+         "unread": {"bgp_established": "bgpd is not running"}, ...}
+
+    ``unread`` (when given) is filled with each usable file's ``unread`` map: the
+    facts its collector could not read, with the reason (:func:`missing_facts`).
     """
     from aifabric.configs.ansible import FACTS_SCHEMA
 
@@ -392,4 +444,7 @@ def read_facts_folder(folder: Path, ctx: BuildContext, plan: dict[str, str]
             no("facts", "valid facts", f"{p.path}: {p.message}"[:200])
             continue
         inv[section][dev] = doc.get("facts") or {}
+        if unread is not None and isinstance(doc.get("unread"), dict):
+            unread[dev] = {str(k): " ".join(str(v).split())[:300]
+                           for k, v in doc["unread"].items()}
     return inv, bad

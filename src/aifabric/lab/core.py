@@ -184,18 +184,12 @@ def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout,
                extra: Sequence[Renderer] = ()) -> dict[str, int]:
     """sshd per namespace, the lab's build in ``<lab>/build`` (its inventory reaches the
     sshds) and per switch its installed ``config_db.json`` under ``<lab>/root``."""
-    from aifabric.configs import write_build
-    from aifabric.configs.ansible import inventory_yml, management_addresses, plan_id
-    from aifabric.lab.ssh import inventory_vars, start_sshd
+    from aifabric.configs.ansible import management_addresses
+    from aifabric.lab.ssh import start_sshd
 
     addr = management_addresses(ctx)
     pids = start_sshd(lab, lay.ns, addr)
-    out = lab / "build"
-    write_build(fabric, out, ctx=ctx, extra=extra)
-    per, common = inventory_vars(lab, lay.switches + lay.hosts, lay.switches)
-    plan = plan_id((out / SPEC).read_text(encoding="utf-8"), fabric.spec.name)
-    (out / "ansible" / "inventory.yml").write_text(inventory_yml(ctx, plan, per, common),
-                                                   encoding="utf-8")
+    out = write_lab_build(lab, fabric, ctx, lay, extra)
     for dev in lay.switches + lay.hosts:
         (lab / "root" / dev).mkdir(parents=True, exist_ok=True)
     for sw in lay.switches:
@@ -204,6 +198,23 @@ def _start_ssh(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout,
         etc.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out / "switches" / sw / "config_db.json", etc / "config_db.json")
     return pids
+
+
+def write_lab_build(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout,
+                    extra: Sequence[Renderer] = ()) -> Path:
+    """``<lab>/build``: the build of ``fabric`` with an Ansible inventory that reaches the
+    lab's sshds (its plan digest is the build's own ``spec.yaml``)."""
+    from aifabric.configs import write_build
+    from aifabric.configs.ansible import inventory_yml, plan_id
+    from aifabric.lab.ssh import inventory_vars
+
+    out = lab / "build"
+    write_build(fabric, out, ctx=ctx, extra=extra)
+    per, common = inventory_vars(lab, lay.switches + lay.hosts, lay.switches)
+    plan = plan_id((out / SPEC).read_text(encoding="utf-8"), fabric.spec.name)
+    (out / "ansible" / "inventory.yml").write_text(inventory_yml(ctx, plan, per, common),
+                                                   encoding="utf-8")
+    return out
 
 
 def _run_scripts(cmds: list[list[str]]) -> None:

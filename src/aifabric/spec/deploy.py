@@ -24,6 +24,7 @@ __all__ = [
     "Ecn",
     "Expect",
     "HpnDeploy",
+    "Monitoring",
     "Mtu",
     "NicDeploy",
     "PfcWatchdog",
@@ -243,6 +244,26 @@ class Expect(_Strict):
     switch_os_version: Text | None = None
 
 
+class Monitoring(_Strict):
+    """How often the build's Prometheus scrapes and evaluates its alerts
+    (``monitoring/prometheus.yml``); the alerts' ``for:`` and rate windows scale with
+    them (:mod:`aifabric.telemetry.alerts`). ``evaluation_interval_s`` unset: the scrape
+    interval. Shorter intervals detect sooner (an ECMP group that lost a member fires
+    after two intervals) at more scrape load on every device. The shortest scrape
+    interval is 2 s: at 1 s, a scrape of the lab during a switch failure (a frozen
+    daemon is waited for up to 0.5 s) overran the interval and fired FabricExporterDown
+    (``benchmarks/bench_alert_latency.py``)."""
+
+    scrape_interval_s: float = Field(default=15.0, ge=2.0, le=300.0, description="s")
+    evaluation_interval_s: float | None = Field(default=None, ge=1.0, le=300.0,
+                                                description="s")
+
+    @property
+    def evaluation_s(self) -> float:
+        return self.scrape_interval_s if self.evaluation_interval_s is None \
+            else self.evaluation_interval_s
+
+
 class Deploy(_Strict):
     """Everything ``aifabric build`` and ``aifabric check`` need beyond the topology."""
 
@@ -254,3 +275,4 @@ class Deploy(_Strict):
     hpn: HpnDeploy = HpnDeploy()
     nic: NicDeploy = NicDeploy()
     expect: Expect = Expect()
+    monitoring: Monitoring = Monitoring()

@@ -7,8 +7,12 @@ Prometheus rule file that ``promtool check rules`` accepts; ``tests/telemetry/
 test_alert_rules.py`` runs ``promtool test rules`` on every alert (fires on a bad series,
 silent on a good one, resolves).
 
-Windows scale with the scrape interval where they must (a ``rate`` needs two samples in
-its window); the PFC watchdog storm uses the spec's ``deploy.qos.pfc_watchdog.
+The intervals are the spec's ``deploy.monitoring`` (scrape and evaluation, default 15 s
+each). A ``for:`` that confirms a state (an ECMP group short of members, twin drift, an
+exporter or target down) is two of the longer of the two intervals: two samples in a
+row, each seen by an evaluation -- 30 s at the default, 4 s at 2 s. Windows scale with
+the scrape interval where they must (a ``rate`` needs two samples in its window); the
+PFC watchdog storm uses the spec's ``deploy.qos.pfc_watchdog.
 detection_ms`` (SONiC's semantics: a queue held by PFC pause, without a break, for at
 least the detection time), widened to two scrape intervals when Prometheus samples
 more coarsely than that (it cannot see finer than it samples).
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 
 from aifabric.spec.models import Spec
 
-__all__ = ["Alert", "alert_rules", "duration", "render_alerts"]
+__all__ = ["Alert", "alert_rules", "duration", "intervals", "render_alerts"]
 
 _Q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
@@ -65,9 +69,25 @@ def duration(seconds: float) -> str:
     return f"{ms}ms"
 
 
-def alert_rules(spec: Spec, scrape_interval_s: float = 15.0) -> list[Alert]:
-    """Every alert of the fabric of ``spec``, scraped every ``scrape_interval_s``."""
-    iv = scrape_interval_s
+def intervals(spec: Spec, scrape_interval_s: float | None = None,
+              evaluation_interval_s: float | None = None) -> tuple[float, float]:
+    """(scrape, evaluation) interval in seconds: the arguments, else the spec's
+    ``deploy.monitoring`` (an unset evaluation interval is the scrape interval)."""
+    mon = spec.deploy.monitoring
+    scrape = mon.scrape_interval_s if scrape_interval_s is None else scrape_interval_s
+    if evaluation_interval_s is not None:
+        return scrape, evaluation_interval_s
+    if scrape_interval_s is not None and mon.evaluation_interval_s is None:
+        return scrape, scrape
+    return scrape, mon.evaluation_s
+
+
+def alert_rules(spec: Spec, scrape_interval_s: float | None = None,
+                evaluation_interval_s: float | None = None) -> list[Alert]:
+    """Every alert of the fabric of ``spec``, scraped and evaluated at the intervals of
+    :func:`intervals`."""
+    iv, ev = intervals(spec, scrape_interval_s, evaluation_interval_s)
+    hold = 2 * max(iv, ev)  # two samples in a row, each seen by an evaluation
     wd = spec.deploy.qos.pfc_watchdog
     storm = duration(max(wd.detection_ms / 1000.0, 2 * iv))
     long = duration(max(300.0, 4 * iv))  # the window of the sustained-rate alerts
@@ -90,14 +110,14 @@ def alert_rules(spec: Spec, scrape_interval_s: float = 15.0) -> list[Alert]:
               "vtysh -c 'show bgp summary' on both ends; link down first, then ASN/address "
               "mismatch against the build's frr.conf"),
         Alert("FabricEcmpGroupDegraded", "bgp",
-              "aifabric_ecmp_next_hops < aifabric_ecmp_planned_next_hops", 2 * iv,
+              "aifabric_ecmp_next_hops < aifabric_ecmp_planned_next_hops", hold,
               "warning",
               "ECMP group of {{ $labels.destination }} on {{ $labels.device }} is smaller "
               "than planned",
               "find the missing uplinks (FabricLinkDown, FabricBgpSessionDown); the "
               "remaining members carry the load: watch their utilization"),
         Alert("FabricTwinDrift", "bgp",
-              "aifabric_twin_drift != 0", 2 * iv, "warning",
+              "aifabric_twin_drift != 0", hold, "warning",
               "{{ $labels.device }}: the kernel's next hops to {{ $labels.destination }} "
               "differ from the twin's",
               "compare ip route in the device with aifabric route for the same failures; "
@@ -135,25 +155,26 @@ def alert_rules(spec: Spec, scrape_interval_s: float = 15.0) -> list[Alert]:
         # without these, a dead exporter or a device it cannot read turns every alert
         # above into silence: its series go stale and firing alerts resolve
         Alert("FabricExporterDown", "telemetry",
-              'up{job="aifabric"} == 0', 2 * iv, "critical",
+              'up{job="aifabric"} == 0', hold, "critical",
               "the aifabric exporter at {{ $labels.instance }} does not answer scrapes",
               "restart aifabric monitor lab; until then the link, BGP and ECMP alerts "
               "cannot fire"),
         Alert("FabricTargetUnreadable", "telemetry",
-              "aifabric_up == 0", 2 * iv, "warning",
+              "aifabric_up == 0", hold, "warning",
               "the exporter cannot read {{ $labels.target }} on {{ $labels.device }}",
               "the device's namespace or daemon does not answer (a frozen bgpd, a "
               "removed namespace): its other series are missing, so its alerts are blind"),
     ]
 
 
-def render_alerts(spec: Spec, scrape_interval_s: float = 15.0) -> str:
+def render_alerts(spec: Spec, scrape_interval_s: float | None = None,
+                  evaluation_interval_s: float | None = None) -> str:
     """``alerts.yml``: every alert of :func:`alert_rules` as a Prometheus rule file."""
     lines = [f"# alert rules of the fabric {_Q(spec.name)}, from aifabric build",
              "# (promtool check rules alerts.yml); the metrics are aifabric's catalog",
              "groups:"]
     groups: dict[str, list[Alert]] = {}
-    for a in alert_rules(spec, scrape_interval_s):
+    for a in alert_rules(spec, scrape_interval_s, evaluation_interval_s):
         groups.setdefault(a.group, []).append(a)
     for g, alerts in groups.items():
         lines += [f"  - name: aifabric-{g}", "    rules:"]

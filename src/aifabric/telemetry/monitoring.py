@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from aifabric.configs.addressing import ip_str
-from aifabric.telemetry.alerts import duration, render_alerts
+from aifabric.telemetry.alerts import duration, intervals, render_alerts
 from aifabric.telemetry.catalog import device_labels
 from aifabric.topology import NodeKind
 
@@ -83,12 +83,15 @@ def _first_nic_address(ctx: BuildContext) -> tuple[np.ndarray, np.ndarray]:
     return f.host_node[hosts], f.nodes.ip[nic[first]]
 
 
-def prometheus_yml(ctx: BuildContext, scrape_interval_s: float = 15.0,
-                   exporter: str = EXPORTER_TARGET) -> str:
+def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
+                   exporter: str = EXPORTER_TARGET,
+                   evaluation_interval_s: float | None = None) -> str:
     """``prometheus.yml`` for the fabric of ``ctx`` (``promtool check config`` passes
-    with ``alerts.yml`` beside it)."""
+    with ``alerts.yml`` beside it); the intervals default to the spec's
+    ``deploy.monitoring``."""
     f = ctx.fabric
-    iv = duration(scrape_interval_s)
+    scrape, evaluation = intervals(f.spec, scrape_interval_s, evaluation_interval_s)
+    iv, ev = duration(scrape), duration(evaluation)
     sw = ctx.plan.switches
     hosts, host_ip = _first_nic_address(ctx)
     lines = [
@@ -96,7 +99,7 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float = 15.0,
         "# (promtool check config prometheus.yml); targets carry the plan's labels",
         "global:",
         f"  scrape_interval: {iv}",
-        f"  evaluation_interval: {iv}",
+        f"  evaluation_interval: {ev}",
         "  external_labels:",
         f"    fabric: {_Q(str(f.spec.name))}",
         "rule_files:",
@@ -162,18 +165,22 @@ providers:
 """
 
 
-def render_monitoring(ctx: BuildContext, scrape_interval_s: float = 15.0
+def render_monitoring(ctx: BuildContext, scrape_interval_s: float | None = None,
+                      evaluation_interval_s: float | None = None
                       ) -> Iterator[tuple[str, str]]:
-    """Every file of ``monitoring/`` as ``(relative path, text)``, in a fixed order.
+    """Every file of ``monitoring/`` as ``(relative path, text)``, in a fixed order; the
+    intervals default to the spec's ``deploy.monitoring``.
 
     The dashboards need grafana-foundation-sdk (the ``telemetry`` extra); without it the
     folder holds ``grafana/dashboards/MISSING.md`` saying so instead.
     """
     spec = ctx.fabric.spec
-    yield "monitoring/prometheus.yml", prometheus_yml(ctx, scrape_interval_s)
-    yield "monitoring/alerts.yml", render_alerts(spec, scrape_interval_s)
+    scrape, evaluation = intervals(spec, scrape_interval_s, evaluation_interval_s)
+    yield "monitoring/prometheus.yml", prometheus_yml(ctx, scrape, EXPORTER_TARGET,
+                                                      evaluation)
+    yield "monitoring/alerts.yml", render_alerts(spec, scrape, evaluation)
     yield ("monitoring/grafana/provisioning/datasources/aifabric.yml",
-           _DATASOURCE.replace("{iv}", duration(scrape_interval_s)))
+           _DATASOURCE.replace("{iv}", duration(scrape)))
     yield ("monitoring/grafana/provisioning/dashboards/aifabric.yml",
            _PROVIDER.format(folder=_Q(f"aifabric {spec.name}")))
     try:

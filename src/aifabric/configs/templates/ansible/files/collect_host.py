@@ -8,6 +8,9 @@ link speed, RoCE/QoS state (trust, PFC priorities, DSCP map from dcb(8); ECN ena
 and DCQCN parameters from sysfs; the RoCE ToS from configfs) and its LLDP neighbour.
 A fact that cannot be read here is left out (it is not compared) and the reason goes
 to "notes": a virtual interface (a lab namespace's veth) has no NIC, driver or speed.
+A fact that applies here but fails to read (nvidia-smi present and failing) is also
+listed in "unread" with the reason: ``aifabric check --facts`` reports it as a
+deviation of this host.
 Argument: a JSON object {device, ports, netdevs, sysfs}.
 """
 
@@ -124,8 +127,13 @@ def main():
     prio = int(args.get("roce_prio", 3))
     facts = {"os": os_release(), "kernel": platform.release(), "interfaces": {}}
     notes = []
+    unread = {}
     gpus = gpu_count(sysfs)
-    if gpus is None:
+    if gpus is None and shutil.which("nvidia-smi"):
+        why = "nvidia-smi -L failed (GPU driver not answering)"
+        notes.append(f"GPUs: {why}")
+        unread["gpu_count"] = why
+    elif gpus is None:
         notes.append("GPUs: no NVIDIA driver (nvidia-smi or sysfs), not counted")
     else:
         facts["gpu_count"] = gpus
@@ -172,7 +180,8 @@ def main():
             i["lldp"] = lldp[port]
         facts["interfaces"][port] = i
     json.dump({"schema": "aifabric-facts", "version": 1, "device": args["device"],
-               "kind": "host", "facts": facts, "notes": notes}, sys.stdout, sort_keys=True)
+               "kind": "host", "facts": facts, "notes": notes, "unread": unread},
+              sys.stdout, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ One SSH exec per switch for both files, instead of Ansible's copy module per fil
 Python start-ups, the bulk of a rollout's time). stdin: a JSON object ``{"check":
 bool, "files": [{"key", "dest", "mode", "content"}]}``. A file whose content or mode
 differs from what is installed is written atomically (a temporary file beside it, then
-a rename), after a backup of the old one (``<dest>.<date>@<time>~``, as the copy module
-names it); with ``check`` nothing is written. Prints one JSON line ``{"installed":
-[key, ...]}`` (the keys that differed, in order; with ``check``, those that would be);
-a file that cannot be written is one line on stderr naming it, exit 1.
+a rename), after a backup of the old one (``<dest>.<pid>.<date>@<time>~``, as Ansible's
+``backup: true`` names it) that stays on the switch: a batch that fails its health gate
+is rolled back to it (``files/rollback.py``). With ``check`` nothing is written. Prints
+one JSON line ``{"installed": [key, ...], "files": {key: {"dest", "backup"}}}`` (the
+keys that differed, in order -- with ``check``, those that would be; per installed key
+its destination and backup, ``null`` where there was no file before); a file that
+cannot be written is one line on stderr naming it, exit 1 (the JSON line still lists
+what was installed before it).
 """
 
 import json
@@ -29,32 +33,38 @@ def install(f, check):
     except FileNotFoundError:
         old, same = None, False
     if same:
-        return False
+        return False, None
     if check:
-        return True
+        return True, None
     d = os.path.dirname(dest) or "."
     os.makedirs(d, exist_ok=True)
+    backup = None
     if old is not None:
-        shutil.copy2(dest, dest + "." + time.strftime("%Y-%m-%d@%H:%M:%S") + "~")
+        backup = f"{dest}.{os.getpid()}.{time.strftime('%Y-%m-%d@%H:%M:%S')}~"
+        shutil.copy2(dest, backup)
     tmp = os.path.join(d, "." + os.path.basename(dest) + ".aifabric-tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
     os.chmod(tmp, mode)
     os.replace(tmp, dest)
-    return True
+    return True, backup
 
 
 def main():
     args = json.load(sys.stdin)
-    installed = []
+    installed, files = [], {}
     for f in args["files"]:
         try:
-            if install(f, bool(args.get("check"))):
-                installed.append(f["key"])
+            changed, backup = install(f, bool(args.get("check")))
         except OSError as err:
+            print(json.dumps({"installed": installed, "files": files}))
             print(f"cannot install {f['dest']}: {err}", file=sys.stderr)
             return 1
-    print(json.dumps({"installed": installed}))
+        if changed:
+            installed.append(f["key"])
+            if not args.get("check"):
+                files[f["key"]] = {"dest": f["dest"], "backup": backup}
+    print(json.dumps({"installed": installed, "files": files}))
     return 0
 
 
