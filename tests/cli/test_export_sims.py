@@ -414,3 +414,21 @@ def test_ns3_refuses_more_nodes_than_its_addresses_hold(cli, tmp_path):
     r = cli("export", s, "--format", "ns3-rdma", "--out", tmp_path / "o")
     assert r.code == 2 and "70656 nodes" in r.err, r.err
     assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("fmt", ["ns3-rdma", "htsim", "uet-htsim", "astra-sim", "simai"])
+@pytest.mark.parametrize(("scenario", "needle"), [
+    ("permutation-scheduled.yaml", "scheduled fabric"),
+    ("fat-tree-infiniband.yaml", "transport: infiniband"),
+])
+def test_a_technology_the_peer_does_not_model_is_refused(cli, tmp_path, fmt, scenario,
+                                                         needle):
+    """A scheduled fabric or an InfiniBand fabric exported for an Ethernet/RoCE peer would
+    silently become plain ECMP: exit 2, one line naming --format, nothing written."""
+    out = tmp_path / "o"
+    r = cli("export", ROOT / "examples" / "scenarios" / scenario, "--format", fmt,
+            "--out", out)
+    assert r.code == 2, (r.code, r.err)
+    assert needle in r.err and "--format" in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert not out.exists()

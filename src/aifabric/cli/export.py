@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -105,6 +106,22 @@ def export(
                   f"({format.value})")
 
 
+def _peer_models(spec: Any, fmt: str) -> None:
+    """Refuse a peer export of a fabric technology the peer does not model: its files
+    would describe a plain RoCE/ECMP fabric, silently another network."""
+    from aifabric.errors import Problem, SpecError
+
+    if getattr(spec, "scheduled", None) is not None:
+        raise SpecError(Problem("--format", f"{fmt} has no scheduled fabric (VOQs, credit "
+                                "grants, cells): its files would describe plain ECMP; "
+                                "allowed: a spec without scheduled:, or --format "
+                                "json|graphml|dot"))
+    if getattr(spec, "transport", "roce") != "roce":
+        raise SpecError(Problem("--format", f"{fmt} models RoCE/Ethernet, not "
+                                f"transport: {spec.transport}; allowed: a RoCE spec, or "
+                                "--format json|graphml|dot"))
+
+
 def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -> None:
     from aifabric.crosscheck import export_scenario
     from aifabric.errors import Problem, SpecError
@@ -118,6 +135,10 @@ def _export_scenario(path: Path, fmt: str, out: Path | None, start_times: str) -
                                 "allowed: a scenario, or --format json|graphml|dot for a "
                                 "spec", str(path)))
     scn = load_scenario(path, SimScenario)
+    try:
+        _peer_models(scn.spec, fmt)
+    except SpecError as err:
+        raise err.with_file(str(path)) from None
     target = out or Path(_safe_name(f"{scn.name}-{fmt}"))
     marker = {"marker": "NOTES.md", "what": "a previous export"}
     check_target(target, option="--out", folder=True, **marker)  # before any work
@@ -157,6 +178,10 @@ def _export_sim(path: Path, fmt: str, out: Path | None, gpu_type: str) -> None:
     else:
         (s,) = load_specs([path])
         spec_file = path
+    try:
+        _peer_models(s, fmt)
+    except SpecError as err:
+        raise err.with_file(str(path)) from None
     target = out or Path(_safe_name(f"{s.name}-{fmt}"))
     marker = {"marker": "NOTES.md", "what": "a previous export"}
     check_target(target, option="--out", folder=True, **marker)  # before any work
