@@ -71,9 +71,41 @@ def _render(p: dict[str, Any]) -> None:
     for kind in PAIR_KINDS:
         hp.add_row(kind.replace("_", " "), _hops(p["hops"][kind]))
     console.print(sw, lk, cab, hp)
+    if "scaleup" in p:
+        console.print(_scaleup_table(p["scaleup"]))
     if "bisection_gbps" in p:
         console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
                       f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
+
+
+def _scaleup_table(u: dict[str, Any]) -> Table:
+    """The scale-up domains and both dimensions' bandwidth per GPU, side by side."""
+    t = Table(title=f"scale-up domains: {u['domains']:,} x {u['gpus_per_domain']} GPUs "
+              f"({u['hosts_per_domain']} host(s) each), {u['switch']} "
+              f"{u['switch_ports']} x {u['switch_port_gbps']:g}G, NVLS "
+              f"{'on' if u['nvls'] else 'off'}", title_justify="left")
+    t.add_column("item")
+    t.add_column("per domain", justify="right")
+    t.add_column("total", justify="right")
+    t.add_row("switch chips", f"{u['switch_chips_per_domain']:,}", f"{u['switch_chips']:,}")
+    t.add_row("switch trays", f"{u['switch_trays_per_domain']:,}", f"{u['switch_trays']:,}")
+    t.add_row("NVLink links", f"{u['nvlink_links_per_domain']:,}", f"{u['nvlink_links']:,}")
+    t.add_row("NVLink cables (spine)", f"{u['nvlink_cables'] // max(1, u['domains']):,}",
+              f"{u['nvlink_cables']:,}")
+    t.add_row("cartridges", f"{u['cartridges'] // max(1, u['domains']):,}",
+              f"{u['cartridges']:,}")
+    bw = Table(title="bandwidth per GPU (per direction)", title_justify="left")
+    bw.add_column("scale-up (NVLink)", justify="right")
+    bw.add_column("scale-out (NICs)", justify="right")
+    bw.add_column("ratio", justify="right")
+    ratio = u["scaleup_to_scaleout"]
+    bw.add_row(f"{_gbps(u['scaleup_gbps_per_gpu'])} ({u['links_per_gpu']} x "
+               f"{u['link_gbps']:g}G)", _gbps(u["scaleout_gbps_per_gpu"]),
+               "-" if ratio is None else f"{ratio:g}:1")
+    grid = Table.grid()
+    grid.add_row(t)
+    grid.add_row(bw)
+    return grid
 
 
 _COMPARE_ROWS: list[tuple[str, Any]] = [

@@ -29,6 +29,9 @@ __all__ = [
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
+    "BUILTIN_SCALEUP_SWITCHES",
+    "ScaleupDomain",
+    "ScaleupSwitch",
     "SingleTorTopology",
     "Spec",
     "SwitchModel",
@@ -300,6 +303,71 @@ class Routing(_Strict):
         default="hash", description="dual-port NICs: which port a QP uses")
 
 
+class ScaleupSwitch(_Strict):
+    """A scale-up (NVLink) switch chip: its ports, their speed and whether it reduces.
+
+    ``port_gbps`` is one NVLink port per direction; ``reduction`` says whether the chip
+    can reduce and multicast in the switch (NVLink SHARP, what NCCL's NVLS algorithms
+    use); ``nvls_efficiency`` the fraction of the port rate that NVLS traffic sustains.
+    """
+
+    ports: PositiveInt = Field(le=MAX_SWITCH_PORTS, description="NVLink ports of one chip")
+    port_gbps: float = Field(ge=MIN_GBPS, le=MAX_GBPS,
+                             description="one NVLink port, Gbit/s per direction")
+    reduction: bool = Field(default=False,
+                            description="in-switch reduction and multicast (NVLS)")
+    nvls_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                   description="fraction of the port rate NVLS traffic "
+                                   "sustains (see docs/scaleup.md)")
+    latency_ns: int = Field(default=250, ge=0, le=MAX_HOP_NS,
+                            description="port-to-port latency, ns")
+
+
+#: Scale-up switch chips every spec can name without defining them (docs/scaleup.md gives
+#: the sources): NVSwitch gen2 (A100, no reduction), gen3 (H100/H200), gen4 (B200/GB200)
+BUILTIN_SCALEUP_SWITCHES: dict[str, ScaleupSwitch] = {
+    "nvswitch2": ScaleupSwitch(ports=36, port_gbps=200, reduction=False),
+    "nvswitch3": ScaleupSwitch(ports=64, port_gbps=200, reduction=True,
+                               nvls_efficiency=0.69),
+    "nvswitch4": ScaleupSwitch(ports=72, port_gbps=400, reduction=True,
+                               nvls_efficiency=0.60),
+}
+
+
+class ScaleupDomain(_Strict):
+    """A scale-up (NVLink) domain: ``gpus`` GPUs over one or more hosts (trays) joined by
+    NVLink switch chips. 8 GPUs in one host is today's HGX server; 72 over 18 trays is a
+    GB200 NVL72 rack. Every topology family takes one."""
+
+    gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs per domain (a whole number of "
+                      "hosts; the domains must divide the hosts)")
+    switch: Name = Field(default="nvswitch3", description="a scale-up switch chip name")
+    switch_models: dict[Name, ScaleupSwitch] = Field(
+        default_factory=dict, description="the spec's own scale-up switch chips")
+    links_per_gpu: int = Field(default=18, ge=1, le=MAX_SWITCH_PORTS,
+                               description="NVLink links of one GPU")
+    link_gbps: float | None = Field(default=None, ge=MIN_GBPS, le=MAX_GBPS,
+                                    description="one link per direction, Gbit/s (default: "
+                                    "the switch port speed)")
+    switch_chips: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+                                     description="switch chips per domain (default: as "
+                                     "many as the GPU links need)")
+    chips_per_tray: int = Field(default=2, ge=1, le=64,
+                                description="switch chips per switch tray, when the "
+                                "domain spans hosts")
+    nvls: bool | None = Field(default=None, description="in-switch reduction (NVLS) on; "
+                              "default: on when the switch reduces")
+    links_per_cartridge: int = Field(default=324, ge=1, le=MAX_ROLE_PORTS,
+                                     description="NVLink links of one cable cartridge of "
+                                     "the rack's spine (NVL72: 1,296 links in 4)")
+    scaleout_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                       description="fraction of the NIC rate collectives "
+                                       "reach (headers, RDMA)")
+
+    def switch_model(self) -> ScaleupSwitch | None:
+        return self.switch_models.get(self.switch) or BUILTIN_SCALEUP_SWITCHES.get(self.switch)
+
+
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -315,6 +383,9 @@ class Spec(_Strict):
     deploy: Deploy = Deploy()
     seed: int = Field(default=0, ge=0, le=MAX_SEED,
                       description="seed for every random choice downstream")
+    scaleup_domain: ScaleupDomain | None = Field(
+        default=None, description="the scale-up (NVLink) domain; unset: one per host at "
+        "hosts.scaleup_gbps")
 
     def switch_model(self, name: str) -> SwitchModel | None:
         """The model called ``name``: the spec's own first, then the built-ins."""

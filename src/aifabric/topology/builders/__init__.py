@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from aifabric.spec.models import Spec
-from aifabric.topology.fabric import Fabric
+from aifabric.topology.domain import resolve_domain
+from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["BUILDERS", "build_fabric", "register"]
 
@@ -30,7 +33,11 @@ def register(family: str) -> Callable[[Builder], Builder]:
 
 def build_fabric(spec: Spec) -> Fabric:
     """Build the fabric described by ``spec`` (raises SpecError if it cannot be built)."""
-    return BUILDERS[spec.topology.family](spec)
+    f = BUILDERS[spec.topology.family](spec)
+    if spec.scaleup_domain is not None:  # refuse a domain that does not fit the hosts
+        resolve_domain(spec, int(np.sum(f.nodes.kind == NodeKind.HOST)
+                                 - np.sum(f.nodes.backup[f.nodes.kind == NodeKind.HOST])))
+    return f
 
 
 # the families register themselves on import
