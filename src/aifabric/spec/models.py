@@ -319,6 +319,9 @@ class ScaleupSwitch(_Strict):
     nvls_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
                                    description="fraction of the port rate NVLS traffic "
                                    "sustains (see docs/scaleup.md)")
+    p2p_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                  description="fraction of the port rate point-to-point "
+                                  "NVLink copies (rings, trees) sustain")
     latency_ns: int = Field(default=250, ge=0, le=MAX_HOP_NS,
                             description="port-to-port latency, ns")
 
@@ -326,11 +329,13 @@ class ScaleupSwitch(_Strict):
 #: Scale-up switch chips every spec can name without defining them (docs/scaleup.md gives
 #: the sources): NVSwitch gen2 (A100, no reduction), gen3 (H100/H200), gen4 (B200/GB200)
 BUILTIN_SCALEUP_SWITCHES: dict[str, ScaleupSwitch] = {
-    "nvswitch2": ScaleupSwitch(ports=36, port_gbps=200, reduction=False),
+    "nvswitch2": ScaleupSwitch(ports=36, port_gbps=200, reduction=False,
+                               p2p_efficiency=0.80),
     "nvswitch3": ScaleupSwitch(ports=64, port_gbps=200, reduction=True,
-                               nvls_efficiency=0.69),
+                               nvls_efficiency=0.67, p2p_efficiency=0.80),
     "nvswitch4": ScaleupSwitch(ports=72, port_gbps=400, reduction=True,
-                               nvls_efficiency=0.60),
+                               nvls_efficiency=round(0.67 * 0.74 / 0.85, 4),
+                               p2p_efficiency=0.80),
 }
 
 

@@ -41,6 +41,7 @@ class Domain:
     gbps_per_gpu: float  # scale-up bandwidth of one GPU per direction
     nvls: bool
     nvls_efficiency: float
+    p2p_efficiency: float
     switch_latency_ns: int
     links: int  # NVLink links (GPU to switch port) per domain
     cables: int  # links on a cable spine per domain (0 on a baseboard)
@@ -94,7 +95,8 @@ def resolve_domain(spec: Spec, hosts: int) -> Domain | None:
         switch_gbps=sw.port_gbps, chips=chips, trays=trays, links_per_gpu=d.links_per_gpu,
         link_gbps=link, gbps_per_gpu=d.links_per_gpu * link,
         nvls=bool(sw.reduction if d.nvls is None else d.nvls),
-        nvls_efficiency=sw.nvls_efficiency, switch_latency_ns=sw.latency_ns, links=links,
+        nvls_efficiency=sw.nvls_efficiency, p2p_efficiency=sw.p2p_efficiency,
+        switch_latency_ns=sw.latency_ns, links=links,
         cables=cables, cartridges=math.ceil(cables / d.links_per_cartridge) if cables else 0,
         scaleout_efficiency=d.scaleout_efficiency)
 
