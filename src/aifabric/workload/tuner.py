@@ -108,22 +108,53 @@ def enabled(op: str, algorithm: str, p: TwoDim) -> bool:
     return True
 
 
-def tree_load(n: int, per_domain: int) -> tuple[int, int]:
-    """Chunks the busiest GPU sends per pipeline step over NVLink and over its NIC, in
-    NCCL's two binary trees on n domain-major ranks (a step moves one chunk on every
-    tree edge each way)."""
-    par, _ = binary_tree(n)
+def tree_load(n: int, per_domain: int, k: int = 1) -> list[tuple[int, int, int]]:
+    """The pipelined double binary tree on n domain-major ranks, step by step: a list of
+    ``(steps, su, so)``, ``steps`` consecutive pipeline steps in which the busiest GPU
+    moves ``su`` chunks over NVLink and ``so`` over its NIC (sent or received, whichever
+    is more), for ``k`` chunks per tree.
+
+    Chunk c crosses the up edge of level L at step c + (depth - L) and the down edge at
+    step c + depth + L - 1 (the builder's schedule); the active edges change only where a
+    level's window opens or closes, so at most 4 x depth + 1 intervals are counted, each
+    in O(n)."""
+    par, dep = binary_tree(n)
+    if n < 2:
+        return []
+    depth = int(dep.max())
+    child = np.flatnonzero(par >= 0)
+    lev = dep[child]
     r = np.arange(n)
-    su = np.zeros(n, dtype=np.int64)
-    so = np.zeros(n, dtype=np.int64)
-    for pos in (r, r[::-1]):  # tree 2 is tree 1 on the reversed rank list
-        child = np.flatnonzero(par >= 0)
-        a, b = pos[child], pos[par[child]]  # an edge between ranks a and b
-        same = (a // per_domain) == (b // per_domain)
-        for x in (a, b):  # each end sends one chunk to the other per step
-            np.add.at(su, x[same], 1)
-            np.add.at(so, x[~same], 1)
-    return int(su.max(initial=0)), int(so.max(initial=0))
+    starts = np.concatenate([depth - lev, depth + lev - 1])
+    total = k + 2 * depth - 1
+    bounds = np.unique(np.clip(np.concatenate([starts, starts + k, [0, total]]), 0, total))
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        up = (depth - lev <= lo) & (lo < depth - lev + k)
+        dn = (depth + lev - 1 <= lo) & (lo < depth + lev - 1 + k)
+        load = np.zeros((4, n), dtype=np.int64)  # su send, su recv, so send, so recv
+        for pos in (r, r[::-1]):  # tree 2 is tree 1 on the reversed rank list
+            for act, a, b in ((up, pos[child], pos[par[child]]),
+                              (dn, pos[par[child]], pos[child])):
+                src, dst = a[act], b[act]
+                same = (src // per_domain) == (dst // per_domain)
+                load[0] += np.bincount(src[same], minlength=n)
+                load[1] += np.bincount(dst[same], minlength=n)
+                load[2] += np.bincount(src[~same], minlength=n)
+                load[3] += np.bincount(dst[~same], minlength=n)
+        m = load.max(axis=1)
+        out.append((int(hi - lo), int(max(m[0], m[1])), int(max(m[2], m[3]))))
+    return out
+
+
+def _tree_ns(n: int, per_domain: int, size: float, chunk_bytes: float, U: float,
+             R: float) -> float:
+    """Bandwidth time of the pipelined double binary tree AllReduce of ``size``."""
+    half = size / 2
+    k = max(1, math.ceil(half / chunk_bytes))
+    chunk = half / k
+    return sum(steps * max(su * chunk / U, so * chunk / R if so else 0.0)
+               for steps, su, so in tree_load(n, per_domain, k))
 
 
 def bandwidth_ns(op: str, algorithm: str, p: TwoDim, size_bytes: float, *,
@@ -149,20 +180,13 @@ def bandwidth_ns(op: str, algorithm: str, p: TwoDim, size_bytes: float, *,
         # C // N or ceil(C / N) channels and sends the others over NVLink
         return steps * max((C - C // N) * chunk / U, math.ceil(C / N) * chunk / R)
     if algorithm == "tree":
-        half = S / 2
-        k = max(1, math.ceil(half / chunk_bytes))
-        c_su, c_so = tree_load(n, N)
-        step = max(c_su * (half / k) / U, c_so * (half / k) / R if c_so else 0.0)
-        return k * step
+        return _tree_ns(n, N, S, chunk_bytes, U, R)
     if algorithm == "nvls":
         up = {"allreduce": S + S / N, "reduce_scatter": S, "allgather": S}[op]
         return up / V
     if algorithm == "nvls_tree":
-        shard = S / N
-        half = shard / 2
-        k = max(1, math.ceil(half / chunk_bytes))
-        _, c_so = tree_load(D, 1)
-        return S / V + k * c_so * (half / k) / R + S / V
+        # NVLS reduce-scatter, one tree per rail across the domains on S/N, NVLS all-gather
+        return S / V + _tree_ns(D, 1, S / N, chunk_bytes, U, R) + S / V
     if algorithm == "hierarchical":
         intra = 2 * (N - 1) * (S / N) / U
         inter = 2 * (D - 1) * (S / N / D) / R
@@ -179,7 +203,9 @@ def latency_us(op: str, algorithm: str, protocol: str, p: TwoDim) -> float:
     intra = HW_LAT_US["nvlink"][algorithm][protocol]
     inter = HW_LAT_US["net"][algorithm][protocol]
     log_d = math.log2(D) if D > 1 else 0.0
-    if algorithm in ("ring", "hierarchical"):
+    if algorithm == "hierarchical":  # 2(N-1) steps inside a domain, 2(D-1) across
+        return base + 2 * (N - 1) * intra + 2 * (D - 1) * inter
+    if algorithm == "ring":
         nsteps = 2 * (n - 1) if op == "allreduce" else n - 1
         ninter = (2 * (D - 1) if op == "allreduce" else D - 1) if D > 1 else 0
         if D > 1:  # the network's per-step post overhead (1 us, 3x for Simple)
