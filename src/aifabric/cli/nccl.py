@@ -142,10 +142,11 @@ def nccl_cmd(
     except ValueError as e:
         raise SpecError(Problem("scaleup_domain", str(e), str(spec))) from None
     if job is not None:
+        from pydantic import ValidationError
+
         from aifabric.sim.domain_job import DomainJob, run_job
         from aifabric.spec.load import load_yaml
         from aifabric.spec.problems import problems_from_validation
-        from pydantic import ValidationError
 
         data = load_yaml(job)
         try:

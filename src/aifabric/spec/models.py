@@ -18,6 +18,7 @@ from aifabric.spec.deploy import Deploy
 from aifabric.spec.names import Name, Text
 
 __all__ = [
+    "BUILTIN_SCALEUP_SWITCHES",
     "BUILTIN_SWITCH_MODELS",
     "Addressing",
     "Cabling",
@@ -29,7 +30,6 @@ __all__ = [
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
-    "BUILTIN_SCALEUP_SWITCHES",
     "ScaleupDomain",
     "ScaleupSwitch",
     "SingleTorTopology",

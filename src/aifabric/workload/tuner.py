@@ -21,6 +21,7 @@ replaces the bandwidth time with a simulation of the same transfers.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -129,7 +130,7 @@ def tree_load(n: int, per_domain: int, k: int = 1) -> list[tuple[int, int, int]]
     total = k + 2 * depth - 1
     bounds = np.unique(np.clip(np.concatenate([starts, starts + k, [0, total]]), 0, total))
     out = []
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         up = (depth - lev <= lo) & (lo < depth - lev + k)
         dn = (depth + lev - 1 <= lo) & (lo < depth + lev - 1 + k)
         load = np.zeros((4, n), dtype=np.int64)  # su send, su recv, so send, so recv
