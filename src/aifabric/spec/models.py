@@ -339,6 +339,9 @@ BUILTIN_SCALEUP_SWITCHES: dict[str, ScaleupSwitch] = {
 }
 
 
+NcclAlgo = Literal["Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollnetDirect", "CollnetChain"]
+
+
 class ScaleupDomain(_Strict):
     """A scale-up (NVLink) domain: ``gpus`` GPUs over one or more hosts (trays) joined by
     NVLink switch chips. 8 GPUs in one host is today's HGX server; 72 over 18 trays is a
@@ -368,6 +371,11 @@ class ScaleupDomain(_Strict):
     scaleout_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
                                        description="fraction of the NIC rate collectives "
                                        "reach (headers, RDMA)")
+    nccl_algo: list[NcclAlgo] | None = Field(
+        default=None, description="NCCL_ALGO written to every host's nccl.env (the "
+        "algorithms NCCL may use); unset: NCCL chooses")
+    nccl_proto: list[Literal["LL", "LL128", "Simple"]] | None = Field(
+        default=None, description="NCCL_PROTO written to every host's nccl.env")
 
     def switch_model(self) -> ScaleupSwitch | None:
         return self.switch_models.get(self.switch) or BUILTIN_SCALEUP_SWITCHES.get(self.switch)
