@@ -13,8 +13,8 @@ from aifabric.configs.addressing import AddressPlan, plan_addresses
 from aifabric.configs.frr import render_frr
 from aifabric.configs.lld import render_lld
 from aifabric.configs.nccl import nccl_env, render_nccl_topo
-from aifabric.configs.nvlink import nvlink_cabling_csv
 from aifabric.configs.nic import HostContext, render_nic_script
+from aifabric.configs.nvlink import nvlink_cabling_csv
 from aifabric.configs.sonic import SwitchContext, render_config_db
 from aifabric.configs.tables import addressing_csv, bom_csv, cabling_csv
 from aifabric.spec import dump_spec
