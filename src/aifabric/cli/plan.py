@@ -127,6 +127,14 @@ _COMPARE_ROWS: list[tuple[str, Any]] = [
 ]
 
 
+_SCALEUP_ROWS: list[tuple[str, Any]] = [
+    ("scale-up domains", lambda u: f"{u['domains']:,} x {u['gpus_per_domain']} GPUs"),
+    ("NVLink switch chips", lambda u: f"{u['switch_chips']:,}"),
+    ("scale-up / scale-out per GPU", lambda u: f"{_gbps(u['scaleup_gbps_per_gpu'])} / "
+     f"{_gbps(u['scaleout_gbps_per_gpu'])}"),
+]
+
+
 def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
     t = Table(title=title or None, title_justify="left")
     t.add_column("")
@@ -134,6 +142,9 @@ def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
         t.add_column(p["name"], justify="right")
     for label, get in _COMPARE_ROWS:
         t.add_row(label, *[get(p) for p in plans])
+    if any("scaleup" in p for p in plans):  # only then: comparisons without stay as they were
+        for label, get in _SCALEUP_ROWS:
+            t.add_row(label, *[get(p["scaleup"]) if "scaleup" in p else "-" for p in plans])
     return t
 
 
