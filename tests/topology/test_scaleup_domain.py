@@ -123,6 +123,15 @@ def test_bad_domains_are_refused_naming_the_field(domain, field, words):
     assert p.path == field and words in p.message
 
 
+def test_a_mesh_host_cannot_join_a_multi_host_domain():
+    d = {**HGX16, "hosts": {**HGX16["hosts"], "scaleup": "mesh"},
+         "scaleup_domain": {"gpus": 16}}
+    with pytest.raises(SpecError) as e:
+        build_fabric(spec_from_dict(d))
+    assert e.value.problems[0].path == "scaleup_domain.gpus"
+    assert "mesh" in e.value.problems[0].message
+
+
 def test_bad_domain_on_the_command_line_writes_nothing(cli, tmp_path):
     spec = tmp_path / "bad.yaml"
     spec.write_text(yaml.safe_dump({**HGX16, "scaleup_domain": {"gpus": 48}}))

@@ -139,7 +139,15 @@ def net_from_spec(spec: Spec, *, channels: int | None = None) -> DomainNet:
     """The two dimensions of ``spec``: its scale-up domain (or one domain per host when it
     has none: NVLink at ``hosts.scaleup_gbps``, no NVLS) and its NICs per GPU."""
     h = spec.hosts
-    hosts = active_hosts(spec)
+    try:
+        hosts = active_hosts(spec)
+    except SpecError:  # a fat-tree with no count builds all its pods: count them
+        from aifabric.topology import build_fabric
+        from aifabric.topology.fabric import NodeKind
+
+        f = build_fabric(spec)
+        host_ids = f.ids(NodeKind.HOST)
+        hosts = int((~f.nodes.backup[host_ids]).sum())
     dom = resolve_domain(spec, hosts)
     nic = h.nics_per_host * h.ports_per_nic * h.port_gbps / h.gpus_per_host
     topo = spec.topology

@@ -68,6 +68,10 @@ def resolve_domain(spec: Spec, hosts: int) -> Domain | None:
                            f"hosts of {G} GPUs; allowed: a multiple of hosts.gpus_per_host "
                            f"({G})")
     per = d.gpus // G
+    if per > 1 and spec.hosts.scaleup == "mesh":
+        raise SpecError.at("scaleup_domain.gpus", f"a domain over {per} hosts needs NVLink "
+                           "switches, but hosts.scaleup is mesh; allowed: hosts.scaleup "
+                           f"nvswitch, or a domain of {G} GPUs")
     if hosts % per:
         raise SpecError.at("scaleup_domain.gpus", f"domains of {d.gpus} GPUs ({per} hosts) "
                            f"do not divide the fabric's {hosts} active hosts; allowed: a "
