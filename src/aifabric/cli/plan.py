@@ -73,6 +73,8 @@ def _render(p: dict[str, Any]) -> None:
     console.print(sw, lk, cab, hp)
     if "scaleup" in p:
         console.print(_scaleup_table(p["scaleup"]))
+    if "frontend" in p:
+        console.print(_frontend_table(p["frontend"]))
     if "bisection_gbps" in p:
         console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
                       f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
@@ -125,6 +127,25 @@ _COMPARE_ROWS: list[tuple[str, Any]] = [
      if "bisection_gbps_per_gpu" in p else "-"),
     *[(f"hops {k.replace('_', ' ')}", lambda p, k=k: _hops(p["hops"][k])) for k in PAIR_KINDS],
 ]
+
+
+def _frontend_table(fe: dict[str, Any]) -> Table:
+    """The frontend/storage network: leaves, spines, storage and its rates."""
+    t = Table(title=f"frontend (storage) network: 2-tier, oversubscription "
+              f"{fe['oversubscription']:g}:1", title_justify="left")
+    t.add_column("item")
+    t.add_column("count", justify="right")
+    t.add_column("each", justify="right")
+    t.add_row("compute hosts", f"{fe['hosts']:,}", _gbps(fe["host_gbps"]))
+    t.add_row("host leaves", f"{fe['host_leaves']:,}", f"{fe['hosts_per_leaf']} hosts")
+    t.add_row("storage nodes", f"{fe['storage_nodes']:,}", _gbps(fe["storage_gbps"]))
+    t.add_row("storage leaves", f"{fe['storage_leaves']:,}",
+              f"{fe['nodes_per_leaf']} nodes" if fe["storage_nodes"] else "-")
+    t.add_row("spines", f"{fe['spines']:,}", _gbps(fe["leaf_up_gbps"]) + " up per leaf")
+    t.add_row("storage media write / read", "",
+              f"{fe['storage_write_gbytes_per_s']:,.0f} / "
+              f"{fe['storage_read_gbytes_per_s']:,.0f} GB/s")
+    return t
 
 
 _SCALEUP_ROWS: list[tuple[str, Any]] = [

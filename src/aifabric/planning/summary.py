@@ -16,6 +16,7 @@ from scipy.sparse.csgraph import dijkstra, maximum_flow
 
 from aifabric.topology.domain import Domain, resolve_domain
 from aifabric.topology.fabric import Fabric, LinkKind, Medium, NodeKind
+from aifabric.topology.frontend import plan_frontend
 
 __all__ = ["PAIR_KINDS", "bisection_gbps", "pair_hops", "plan_fabric", "port_usage",
            "scaleup_plan"]
@@ -228,6 +229,9 @@ def plan_fabric(f: Fabric, *, bisection: bool = True) -> dict[str, Any]:
     dom = resolve_domain(spec, out["hosts"])
     if dom is not None:  # only with a domain: plans of specs without one stay as they were
         out["scaleup"] = scaleup_plan(dom, out["scaleout_gbps_per_gpu"])
+    fe = plan_frontend(spec, out["hosts"])
+    if fe is not None:  # the frontend/storage network, only when the spec has one
+        out["frontend"] = fe.as_dict()
     if bisection:
         bis = bisection_gbps(f)
         out["bisection_gbps"] = bis

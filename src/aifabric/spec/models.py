@@ -30,8 +30,10 @@ __all__ = [
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
+    "Frontend",
     "ScaleupDomain",
     "ScaleupSwitch",
+    "StorageNodes",
     "SingleTorTopology",
     "Spec",
     "SwitchModel",
@@ -381,6 +383,38 @@ class ScaleupDomain(_Strict):
         return self.switch_models.get(self.switch) or BUILTIN_SCALEUP_SWITCHES.get(self.switch)
 
 
+class StorageNodes(_Strict):
+    """The storage nodes on the frontend network: how many, their NICs and media rates."""
+
+    nodes: int = Field(default=0, ge=0, le=MAX_HOSTS, description="storage nodes")
+    nic_gbps: float = Field(default=400.0, ge=MIN_GBPS, le=MAX_GBPS,
+                            description="frontend NIC bandwidth of one node, Gbit/s")
+    write_gbytes_per_s: float = Field(default=10.0, gt=0, le=1e6,
+                                      description="media write rate of one node, GB/s")
+    read_gbytes_per_s: float = Field(default=20.0, gt=0, le=1e6,
+                                     description="media read rate of one node, GB/s")
+    stripe: int = Field(default=8, ge=1, le=MAX_ROLE_PORTS,
+                        description="storage nodes one host's data is striped over")
+
+
+class Frontend(_Strict):
+    """The frontend (storage, checkpoint, data) network: a second 2-tier leaf-spine with
+    its own host NICs (HPN's ninth NIC: 2 x 200G), switches and oversubscription, and the
+    storage nodes on it."""
+
+    nics_per_host: int = Field(default=1, ge=1, le=64, description="frontend NICs per host")
+    ports_per_nic: int = Field(default=2, ge=1, le=MAX_LANES, description="ports per NIC")
+    port_gbps: int = Field(default=200, ge=1, le=MAX_GBPS, description="one port, Gbit/s")
+    switch: Name = Field(default="tomahawk5", description="leaf and spine switch model")
+    oversubscription: float = Field(default=1.0, ge=0.01, le=100.0,
+                                    description="leaf down:up bandwidth")
+    storage: StorageNodes = StorageNodes()
+
+    @property
+    def host_gbps(self) -> float:
+        return float(self.nics_per_host * self.ports_per_nic * self.port_gbps)
+
+
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -399,6 +433,8 @@ class Spec(_Strict):
     scaleup_domain: ScaleupDomain | None = Field(
         default=None, description="the scale-up (NVLink) domain; unset: one per host at "
         "hosts.scaleup_gbps")
+    frontend: Frontend | None = Field(
+        default=None, description="the frontend/storage network; unset: none")
 
     def switch_model(self, name: str) -> SwitchModel | None:
         """The model called ``name``: the spec's own first, then the built-ins."""
