@@ -12,6 +12,7 @@ import numpy as np
 from aifabric.spec.models import Spec
 from aifabric.topology.domain import resolve_domain
 from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.frontend import plan_frontend
 
 __all__ = ["BUILDERS", "build_fabric", "register"]
 
@@ -34,9 +35,11 @@ def register(family: str) -> Callable[[Builder], Builder]:
 def build_fabric(spec: Spec) -> Fabric:
     """Build the fabric described by ``spec`` (raises SpecError if it cannot be built)."""
     f = BUILDERS[spec.topology.family](spec)
-    if spec.scaleup_domain is not None:  # refuse a domain that does not fit the hosts
-        resolve_domain(spec, int(np.sum(f.nodes.kind == NodeKind.HOST)
-                                 - np.sum(f.nodes.backup[f.nodes.kind == NodeKind.HOST])))
+    if spec.scaleup_domain is not None or spec.frontend is not None:
+        hosts = int(np.sum(f.nodes.kind == NodeKind.HOST)
+                    - np.sum(f.nodes.backup[f.nodes.kind == NodeKind.HOST]))
+        resolve_domain(spec, hosts)  # refuse a domain that does not fit the hosts
+        plan_frontend(spec, hosts)  # and a frontend that cannot be built
     return f
 
 
