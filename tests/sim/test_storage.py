@@ -119,3 +119,45 @@ def test_the_frontend_example_plans_and_its_goodput_scenario_loads():
     # the job's 64 hosts, the whole 13e9 x 14-byte checkpoint: media-bound both ways
     w = simulate_storage(spec, 64, 13e9 * 14, "write")
     assert w.time_s == pytest.approx(182e9 / 160e9) and w.bottleneck == "storage media"
+
+
+def _conv_spec(nodes=8):
+    import yaml
+
+    from tests.conftest import EXAMPLES
+
+    d = yaml.safe_load((EXAMPLES / "scaleup" / "hgx-h100-x2.yaml").read_text())
+    d["hosts"]["count"] = 8
+    d["frontend"] = {"storage": {"nodes": nodes, "nic_gbps": 400,
+                                 "write_gbytes_per_s": 50, "read_gbytes_per_s": 50}}
+    return spec_from_dict(d)
+
+
+def test_converged_storage_interferes_with_the_collective():
+    from aifabric.sim.storage import converged
+
+    r = converged(_conv_spec(), "allreduce", float(1 << 30), 100e9, algorithm="ring",
+                  protocol="Simple")
+    # alone, the write is bound by 8 nodes x 50 GB/s (64 GPUs x 47 GB/s of NICs is more)
+    assert r["checkpoint_alone_s"] == pytest.approx(100e9 / 400e9, rel=1e-6)
+    assert r["collective_with_checkpoint_ms"] > r["collective_alone_ms"]
+    assert r["checkpoint_with_collective_s"] >= r["checkpoint_alone_s"] * (1 - 1e-9)
+    # every checkpoint byte leaves its domain, on top of the ring's (2(n-1)/n S x D)
+    n, D, S = 64, 8, float(1 << 30)
+    assert r["scaleout_bytes"] == pytest.approx(2 * (n - 1) * D * S / n + 100e9, rel=1e-9)
+
+
+def test_converged_needs_storage_nodes(cli, tmp_path):
+    import yaml
+
+    from aifabric.sim.storage import converged
+
+    with pytest.raises(SpecError) as e:
+        converged(_conv_spec(nodes=0), "allreduce", 1e9, 1e9)
+    assert e.value.problems[0].path == "frontend.storage.nodes"
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(_conv_spec(nodes=0).model_dump(mode="json",
+                                                               exclude_defaults=True)))
+    r = cli("nccl", p, "--checkpoint", "100GB")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "frontend.storage.nodes" in r.err

@@ -107,6 +107,22 @@ def _render_job(j: dict[str, Any]) -> None:
     console.print(t)
 
 
+def _render_converged(r: dict[str, Any]) -> None:
+    t = Table(title=f"converged: {r['storage_nodes']} storage nodes on the backend; "
+              f"{r['op']} of {_size_label(r['size_bytes'])} ({r['algorithm']}/"
+              f"{r['protocol']}) on {r['gpus']:,} GPUs and a {_bytes(r['checkpoint_bytes'])} "
+              "checkpoint write at once", title_justify="left")
+    for col in ("", "alone", "together", "slowdown"):
+        t.add_column(col, justify="left" if not col else "right")
+    t.add_row("collective (bandwidth time)", f"{r['collective_alone_ms']:,.3f} ms",
+              f"{r['collective_with_checkpoint_ms']:,.3f} ms",
+              f"{r['collective_slowdown']:.3f}x")
+    ck_a, ck_t = r["checkpoint_alone_s"], r["checkpoint_with_collective_s"]
+    t.add_row("checkpoint write", f"{ck_a:,.3f} s", f"{ck_t:,.3f} s",
+              f"{ck_t / ck_a:.3f}x" if ck_a else "-")
+    console.print(t)
+
+
 def nccl_cmd(
     spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
     op: str = typer.Option("allreduce", "--op",
@@ -123,6 +139,10 @@ def nccl_cmd(
                                         "LL128, Simple)"),
     job: Path | None = typer.Option(None, "--job", help="a job (YAML: gpus, tp, ep, pp, "
                                     "sizes) to place on the domains and simulate one step"),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", help="the converged option: the frontend's storage nodes on "
+        "the backend, a checkpoint of this size written while the collective runs (the "
+        "interference both ways)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
@@ -159,6 +179,21 @@ def nccl_cmd(
             return
         _header(sp.name, net)
         _render_job(res)
+        return
+    if checkpoint is not None:
+        from aifabric.sim.storage import converged
+
+        ck = parse_size(checkpoint, "--checkpoint")
+        if ck <= 0:
+            raise SpecError(Problem("--checkpoint", f"got {checkpoint!r}; allowed: a size "
+                                    "> 0 like 182GB"))
+        res = converged(sp, op, parse_size(size, "--size"), ck, gpus=gpus,
+                        algorithm=algorithm, protocol=protocol)
+        if as_json:
+            console.print_json(json.dumps({"fabric": sp.name, **res}))
+            return
+        _header(sp.name, net)
+        _render_converged(res)
         return
     list_sizes = _sizes(sizes) if sizes else [parse_size(size, "--size")]
     if min(list_sizes) <= 0:

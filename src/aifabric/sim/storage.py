@@ -91,3 +91,68 @@ def simulate_storage(spec: Spec, hosts: int, total_bytes: float, direction: str 
     worst = int(cls[int(np.argmax(util))])
     return StorageRun(direction, H, float(total_bytes), t_ns / 1e9,
                       total_bytes / t_ns, _CLASSES[worst], fp)
+
+
+def converged(spec: Spec, op: str, size_bytes: float, checkpoint_bytes: float, *,
+              gpus: int | None = None, algorithm: str | None = None,
+              protocol: str | None = None) -> dict[str, Any]:
+    """The converged option: the frontend's storage nodes on the backend (scale-out)
+    fabric instead of their own network. A collective and a checkpoint write (every GPU
+    of the collective writes ``checkpoint_bytes / gpus`` through its own backend NIC,
+    striped over the storage nodes) are simulated alone and at once, on the
+    two-dimension network (:mod:`aifabric.sim.twodim`); the difference is the
+    interference. SpecError naming the field when there are no storage nodes."""
+    from dataclasses import replace
+
+    from aifabric.sim.twodim import net_from_spec, run_collective, simulate_dag
+    from aifabric.workload.collectives.twodim import add_2d_collective
+
+    fe = spec.frontend
+    if fe is None or fe.storage.nodes == 0:
+        raise SpecError(Problem("frontend.storage.nodes" if fe is not None else "frontend",
+                                "the converged option needs storage nodes; allowed: a "
+                                "frontend section with storage.nodes >= 1"))
+    st = fe.storage
+    base = net_from_spec(spec)
+    try:
+        net = base.sized(gpus if gpus is not None else base.total_domains * base.per_domain)
+    except ValueError as e:
+        raise SpecError(Problem("gpus", str(e))) from None
+    net = replace(net, storage=(st.nodes, st.nic_gbps, st.write_gbytes_per_s * 8,
+                                st.read_gbytes_per_s * 8))
+    alone = run_collective(net, op, size_bytes, algorithm=algorithm, protocol=protocol)
+    c = alone.choice
+    n, S = net.n, st.nodes
+    k = min(st.stripe, S)
+    g = np.repeat(np.arange(n), k)
+    node = net.n + net.domains + (g * k + np.tile(np.arange(k), n)) % S
+    grid = np.arange(n, dtype=np.int64).reshape(net.domains, net.per_domain)
+    switch = n + np.arange(net.domains, dtype=np.int64)
+
+    def dag(with_coll: bool, with_ckpt: bool):
+        b = DAGBuilder()
+        if with_coll:
+            add_2d_collective(b, op, c.algorithm, grid, size_bytes, switch=switch,
+                              channels=net.channels)
+        if with_ckpt:  # no dependency: it starts with the collective
+            b.transfers(g, node, checkpoint_bytes / len(g), label="checkpoint write")
+        return b.build()
+
+    d_ck = dag(False, True)
+    ck_alone = float(simulate_dag(net, d_ck)[0].stage_end_ns.max())
+    d_both = dag(True, True)
+    run, by_arc, _ = simulate_dag(net, d_both)
+    ck_stage = d_both.n_stages - 1
+    coll_ns = float(run.stage_end_ns[:ck_stage].max())
+    ck_ns = float(run.stage_end_ns[ck_stage])
+    return {
+        "op": op, "size_bytes": float(size_bytes), "gpus": n,
+        "algorithm": c.algorithm, "protocol": c.protocol,
+        "checkpoint_bytes": float(checkpoint_bytes), "storage_nodes": S,
+        "collective_alone_ms": alone.simulated_ns / 1e6,
+        "collective_with_checkpoint_ms": coll_ns / 1e6,
+        "collective_slowdown": coll_ns / alone.simulated_ns if alone.simulated_ns else 1.0,
+        "checkpoint_alone_s": ck_alone / 1e9,
+        "checkpoint_with_collective_s": ck_ns / 1e9,
+        "scaleout_bytes": by_arc["scaleout"],
+    }

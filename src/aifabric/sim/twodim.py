@@ -52,6 +52,9 @@ class DomainNet:
     physical_scaleup_gbps: float = 0.0
     physical_scaleout_gbps: float = 0.0
     total_domains: int = 0  # domains of the whole fabric (the run may use fewer)
+    # storage nodes on the scale-out fabric (the converged option): count, NIC Gbit/s,
+    # media write and read Gbit/s per node; ids past the switches
+    storage: tuple[int, float, float, float] | None = None
 
     @property
     def n(self) -> int:
@@ -78,7 +81,7 @@ class DomainNet:
         return DomainNet(d, per, self.scaleup_gbps, self.scaleout_gbps, self.nvls_gbps,
                          min(self.channels, per), self.oversubscription,
                          self.physical_scaleup_gbps, self.physical_scaleout_gbps,
-                         self.total_domains)
+                         self.total_domains, self.storage)
 
     # ------------------------------------------------------------------ arcs
     def arc_capacity(self) -> np.ndarray:
@@ -88,20 +91,26 @@ class DomainNet:
         if self.oversubscription > 1:
             cap.append(np.full(2 * D, self.per_domain * self.scaleout_gbps
                                / self.oversubscription))
+        if self.storage is not None:  # NIC in, NIC out, media write, media read
+            S, nic, wr, rd = self.storage
+            cap += [np.full(2 * S, nic), np.full(S, wr), np.full(S, rd)]
         return np.concatenate(cap)
 
     def paths(self, dag: TransferDAG) -> tuple[Paths, np.ndarray]:
         """The connections of ``dag``'s transfers and their arcs: (Paths, conn of each
         transfer). GPU ids are 0..n-1 (rank order), ids n + d the switches of domain d."""
         n, N, D = self.n, self.per_domain, self.domains
-        ids = n + D
+        S = self.storage[0] if self.storage is not None else 0
+        sw_end = n + D
+        ids = sw_end + S
         key = dag.src * ids + dag.dst
         uk, xconn = np.unique(key, return_inverse=True)
         s, t = uk // ids, uk % ids
         if (s >= ids).any() or (t >= ids).any() or ((s >= n) & (t >= n)).any():
             raise ValueError("a transfer between two switches or an unknown id")
-        to_sw, from_sw = t >= n, s >= n
-        p2p = ~to_sw & ~from_sw
+        to_st, from_st = t >= sw_end, s >= sw_end  # storage nodes (converged option)
+        to_sw, from_sw = (t >= n) & ~to_st, (s >= n) & ~from_st
+        p2p = ~to_sw & ~from_sw & ~to_st & ~from_st
         same = p2p & (s // N == t // N)
         cross = p2p & ~same
         rows: list[np.ndarray] = []
@@ -121,6 +130,14 @@ class DomainNet:
             add(cross, 2 * n + s[cross], 3 * n + t[cross])  # NIC out, NIC in
         add(to_sw, s[to_sw], 4 * n + s[to_sw])  # NVLink up, NVLS share
         add(from_sw, n + t[from_sw], 5 * n + t[from_sw])  # NVLink down, NVLS share
+        if S:  # the GPU's NIC, its domain's uplink, the node's NIC and media
+            st = 6 * n + (2 * D if self.oversubscription > 1 else 0)
+            w, r = t[to_st] - sw_end, s[from_st] - sw_end
+            add(to_st, 2 * n + s[to_st], st + w, st + 2 * S + w)
+            add(from_st, st + S + r, st + 3 * S + r, 3 * n + t[from_st])
+            if self.oversubscription > 1:
+                add(to_st, 6 * n + s[to_st] // N)
+                add(from_st, 6 * n + D + t[from_st] // N)
         cap = self.arc_capacity()
         r, c = np.concatenate(rows), np.concatenate(cols)
         inc = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(len(uk), len(cap)))
