@@ -161,3 +161,25 @@ def test_converged_needs_storage_nodes(cli, tmp_path):
     r = cli("nccl", p, "--checkpoint", "100GB")
     assert r.code == 2 and len(r.err.strip().splitlines()) == 1
     assert "frontend.storage.nodes" in r.err
+
+
+@pytest.mark.parametrize("frontend, field", [
+    ({"storage": {"nodes": 0}}, "frontend.storage.nodes"),
+    (None, "goodput.checkpoint.storage_from")])
+def test_goodput_from_a_frontend_without_storage_is_one_line(cli, tmp_path, frontend, field):
+    import yaml
+
+    from tests.conftest import EXAMPLES
+
+    spec = yaml.safe_load((EXAMPLES / "scaleup" / "hpn-pod-frontend.yaml").read_text())
+    if frontend is None:
+        spec.pop("frontend")
+    else:
+        spec["frontend"] = frontend
+    (tmp_path / "hpn-pod-frontend.yaml").write_text(yaml.safe_dump(spec))
+    scn = tmp_path / "g.yaml"
+    scn.write_text((EXAMPLES / "scaleup" / "goodput-frontend.yaml").read_text())
+    r = cli("goodput", scn, "--out", tmp_path / "out")
+    assert r.code == 2 and r.out == "" and not (tmp_path / "out").exists()
+    (line,) = r.err.strip().splitlines()
+    assert f"{field}:" in line

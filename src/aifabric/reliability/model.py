@@ -263,6 +263,21 @@ def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
     return _Runs(levels, step, spares, pool_w, eng, eng_sw, sw_level, sw_int, storage)
 
 
+def _check_frontend(sc: GoodputScenario, fabric: Fabric) -> None:
+    """``storage_from: frontend`` needs a frontend with storage nodes."""
+    if sc.goodput.checkpoint.storage_from != "frontend":
+        return
+    fe = fabric.spec.frontend
+    if fe is None:
+        raise SpecError(Problem("goodput.checkpoint.storage_from", "the spec has no "
+                                "frontend network; allowed: given, or a spec with a "
+                                "frontend section with storage nodes"))
+    if fe.storage.nodes == 0:
+        raise SpecError(Problem("frontend.storage.nodes", "checkpoints are derived from "
+                                "the frontend, which has no storage nodes; allowed: at "
+                                "least 1"))
+
+
 def _frontend_storage(sc: GoodputScenario, fabric: Fabric, hosts: int,
                       params: float) -> dict[str, Any] | None:
     """``storage_from: frontend``: the job's hosts writing and reading the whole
@@ -292,6 +307,7 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
     H = float(horizon if horizon is not None else gp.horizon)
     ji, gpus, job_hosts = _place(sc, fabric)
     job = sc.jobs[ji]
+    _check_frontend(sc, fabric)  # before the routing and flow models run
     t_place = time.perf_counter()
     rates = _rates(sc)
 
