@@ -43,6 +43,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "Simulate a scenario: completion time, algbw and busbw of every "
                  "collective, iteration and exposed communication time of every job, link "
                  "utilization, the slowest flows and the links that slowed them."),
+    "nccl": ("nccl", "nccl_cmd",
+             "NCCL's collectives over the scale-up domain and the scale-out fabric: the "
+             "algorithm and protocol NCCL's cost model picks per message size, the "
+             "simulated time, algbw and busbw, the bytes on each dimension; or a job's "
+             "step on the domains."),
     "goodput": ("goodput", "goodput_cmd",
                 "How much training time a job loses to failures: effective training time "
                 "ratio, interruptions per day by cause, time lost by cause, backup hosts, "

@@ -88,6 +88,12 @@ def build_cmd(
     console.print(f"  hosts/     {res.hosts:,} hosts: nic-setup.sh, nccl-topo.xml, nccl.env")
     console.print(f"  cabling.csv {res.cables:,} cables   addressing.csv   bom.csv   LLD.md   "
                   "spec.yaml")
+    nvl = Path(out) / "nvlink-cabling.csv"
+    if nvl.is_file():  # only with a scale-up domain
+        with nvl.open() as fh:
+            links = sum(1 for _ in fh) - 1
+        console.print(f"  nvlink-cabling.csv {links:,} NVLink links (GPU link, switch chip "
+                      "and port, tray, cartridge)")
     console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
                   + (f"grafana/ ({res.dashboards} dashboards)" if res.dashboards else
                      "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))

@@ -73,6 +73,10 @@ def _render(p: dict[str, Any]) -> None:
     console.print(sw, lk, cab, hp)
     if p.get("scheduled"):
         _render_scheduled(p["scheduled"])
+    if "scaleup" in p:
+        console.print(_scaleup_table(p["scaleup"]))
+    if "frontend" in p:
+        console.print(_frontend_table(p["frontend"]))
     if "bisection_gbps" in p:
         console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
                       f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
@@ -104,6 +108,36 @@ def _render_scheduled(s: dict[str, Any]) -> None:
     console.print(t)
 
 
+def _scaleup_table(u: dict[str, Any]) -> Table:
+    """The scale-up domains and both dimensions' bandwidth per GPU, side by side."""
+    t = Table(title=f"scale-up domains: {u['domains']:,} x {u['gpus_per_domain']} GPUs "
+              f"({u['hosts_per_domain']} host(s) each), {u['switch']} "
+              f"{u['switch_ports']} x {u['switch_port_gbps']:g}G, NVLS "
+              f"{'on' if u['nvls'] else 'off'}", title_justify="left")
+    t.add_column("item")
+    t.add_column("per domain", justify="right")
+    t.add_column("total", justify="right")
+    t.add_row("switch chips", f"{u['switch_chips_per_domain']:,}", f"{u['switch_chips']:,}")
+    t.add_row("switch trays", f"{u['switch_trays_per_domain']:,}", f"{u['switch_trays']:,}")
+    t.add_row("NVLink links", f"{u['nvlink_links_per_domain']:,}", f"{u['nvlink_links']:,}")
+    t.add_row("NVLink cables (spine)", f"{u['nvlink_cables'] // max(1, u['domains']):,}",
+              f"{u['nvlink_cables']:,}")
+    t.add_row("cartridges", f"{u['cartridges'] // max(1, u['domains']):,}",
+              f"{u['cartridges']:,}")
+    bw = Table(title="bandwidth per GPU (per direction)", title_justify="left")
+    bw.add_column("scale-up (NVLink)", justify="right")
+    bw.add_column("scale-out (NICs)", justify="right")
+    bw.add_column("ratio", justify="right")
+    ratio = u["scaleup_to_scaleout"]
+    bw.add_row(f"{_gbps(u['scaleup_gbps_per_gpu'])} ({u['links_per_gpu']} x "
+               f"{u['link_gbps']:g}G)", _gbps(u["scaleout_gbps_per_gpu"]),
+               "-" if ratio is None else f"{ratio:g}:1")
+    grid = Table.grid()
+    grid.add_row(t)
+    grid.add_row(bw)
+    return grid
+
+
 _COMPARE_ROWS: list[tuple[str, Any]] = [
     ("family", lambda p: p["family"]),
     ("GPUs", lambda p: f"{p['gpus']:,}"),
@@ -123,6 +157,33 @@ _COMPARE_ROWS: list[tuple[str, Any]] = [
 ]
 
 
+def _frontend_table(fe: dict[str, Any]) -> Table:
+    """The frontend/storage network: leaves, spines, storage and its rates."""
+    t = Table(title=f"frontend (storage) network: 2-tier, oversubscription "
+              f"{fe['oversubscription']:g}:1", title_justify="left")
+    t.add_column("item")
+    t.add_column("count", justify="right")
+    t.add_column("each", justify="right")
+    t.add_row("compute hosts", f"{fe['hosts']:,}", _gbps(fe["host_gbps"]))
+    t.add_row("host leaves", f"{fe['host_leaves']:,}", f"{fe['hosts_per_leaf']} hosts")
+    t.add_row("storage nodes", f"{fe['storage_nodes']:,}", _gbps(fe["storage_gbps"]))
+    t.add_row("storage leaves", f"{fe['storage_leaves']:,}",
+              f"{fe['nodes_per_leaf']} nodes" if fe["storage_nodes"] else "-")
+    t.add_row("spines", f"{fe['spines']:,}", _gbps(fe["leaf_up_gbps"]) + " up per leaf")
+    t.add_row("storage media write / read", "",
+              f"{fe['storage_write_gbytes_per_s']:,.0f} / "
+              f"{fe['storage_read_gbytes_per_s']:,.0f} GB/s")
+    return t
+
+
+_SCALEUP_ROWS: list[tuple[str, Any]] = [
+    ("scale-up domains", lambda u: f"{u['domains']:,} x {u['gpus_per_domain']} GPUs"),
+    ("NVLink switch chips", lambda u: f"{u['switch_chips']:,}"),
+    ("scale-up / scale-out per GPU", lambda u: f"{_gbps(u['scaleup_gbps_per_gpu'])} / "
+     f"{_gbps(u['scaleout_gbps_per_gpu'])}"),
+]
+
+
 def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
     t = Table(title=title or None, title_justify="left")
     t.add_column("")
@@ -134,6 +195,9 @@ def _compare(plans: list[dict[str, Any]], title: str = "") -> Table:
         for label, key, fmt in _SCHEDULED_ROWS:
             t.add_row(label, *[fmt(p["scheduled"][key]) if p.get("scheduled") else "-"
                                for p in plans])
+    if any("scaleup" in p for p in plans):  # only then: comparisons without stay as they were
+        for label, get in _SCALEUP_ROWS:
+            t.add_row(label, *[get(p["scaleup"]) if "scaleup" in p else "-" for p in plans])
     return t
 
 

@@ -14,6 +14,7 @@ from aifabric.configs.frr import render_frr
 from aifabric.configs.lld import render_lld
 from aifabric.configs.nccl import nccl_env, render_nccl_topo
 from aifabric.configs.nic import HostContext, render_nic_script
+from aifabric.configs.nvlink import nvlink_cabling_csv
 from aifabric.configs.sonic import SwitchContext, render_config_db
 from aifabric.configs.tables import addressing_csv, bom_csv, cabling_csv
 from aifabric.spec import dump_spec
@@ -113,6 +114,9 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
     yield "cabling.csv", cabling_csv(ctx.plan, ctx.ends)
     yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
     yield "bom.csv", bom_csv(ctx.plan, ctx.ends)
+    nvl = nvlink_cabling_csv(f)
+    if nvl is not None:  # a scale-up domain: every NVLink link, chip port and cartridge
+        yield "nvlink-cabling.csv", nvl
     if progress:
         progress(1)
     for n in ctx.plan.switches.tolist():

@@ -10,7 +10,10 @@ PCIe switch); a site whose bus IDs differ edits one line per device.
 The environment sets ``NCCL_IB_HCA`` (exact RDMA device names, rail order),
 ``NCCL_IB_TC`` (the RoCE ToS, DSCP << 2), ``NCCL_IB_GID_INDEX`` (RoCEv2 over IPv4),
 ``NCCL_IB_QPS_PER_CONNECTION`` (``routing.qps_per_connection``), ``NCCL_TOPO_FILE``,
-and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics (keep each ring on its rail).
+and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics (keep each ring on its rail); with a
+scale-up domain also ``NCCL_NVLS_ENABLE``, ``NCCL_MNNVL_ENABLE``/``NCCL_CUMEM_ENABLE``
+for a domain over several hosts, and the spec's ``NCCL_ALGO``/``NCCL_PROTO`` pins
+(:mod:`aifabric.configs.nvlink`); the XML's NVLink count is the domain's links per GPU.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import numpy as np
 
 from aifabric.configs.frr import template_env
 from aifabric.configs.nic import HostContext, host_nics
+from aifabric.configs.nvlink import domain_env
 from aifabric.configs.quote import line, num, sh
 from aifabric.topology import LinkKind, NodeKind
 
@@ -52,6 +56,7 @@ def nccl_env(ctx: HostContext, host: int) -> str:
     ]
     if rail_optimized(ctx):
         lines.append("NCCL_CROSS_NIC=0")
+    lines += domain_env(f)  # NVLS, multi-node NVLink and pins of a scale-up domain
     return "\n".join(lines) + "\n"
 
 
@@ -78,9 +83,12 @@ def render_nccl_topo(ctx: HostContext, host: int) -> str:
     # NVLink: to the NVSwitch (one target) or, in a mesh, to every other GPU
     links = f.links
     if h.scaleup == "nvswitch" or G == 1:
+        d = f.spec.scaleup_domain
+        count = 18 if d is None else d.links_per_gpu
         for s in switches:
             for g in s["gpus"]:
-                g["nvlinks"] = [{"busid": "0000:00:00.0", "count": 18, "tclass": "0x068000"}]
+                g["nvlinks"] = [{"busid": "0000:00:00.0", "count": count,
+                                 "tclass": "0x068000"}]
     else:
         gpu_nodes = f.nodes.host == host
         sel = (links.kind == LinkKind.SCALEUP) & gpu_nodes[links.a]

@@ -14,9 +14,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import dijkstra, maximum_flow
 
+from aifabric.topology.domain import Domain, resolve_domain
 from aifabric.topology.fabric import Fabric, LinkKind, Medium, NodeKind
+from aifabric.topology.frontend import plan_frontend
 
-__all__ = ["PAIR_KINDS", "bisection_gbps", "pair_hops", "plan_fabric", "port_usage"]
+__all__ = ["PAIR_KINDS", "bisection_gbps", "pair_hops", "plan_fabric", "port_usage",
+           "scaleup_plan"]
 
 _TIER_NAMES = {NodeKind.TOR: "tor", NodeKind.AGG: "agg", NodeKind.CORE: "core"}
 
@@ -227,8 +230,34 @@ def plan_fabric(f: Fabric, *, bisection: bool = True) -> dict[str, Any]:
         from aifabric.topology.scheduled import scheduled_elements
 
         out["scheduled"] = scheduled_elements(f)
+    dom = resolve_domain(spec, out["hosts"])
+    if dom is not None:  # only with a domain: plans of specs without one stay as they were
+        out["scaleup"] = scaleup_plan(dom, out["scaleout_gbps_per_gpu"])
+    fe = plan_frontend(spec, out["hosts"])
+    if fe is not None:  # the frontend/storage network, only when the spec has one
+        out["frontend"] = fe.as_dict()
     if bisection:
         bis = bisection_gbps(f)
         out["bisection_gbps"] = bis
         out["bisection_gbps_per_gpu"] = round(bis / max(1, out["gpus"] // 2), 2)
     return out
+
+
+def scaleup_plan(dom: Domain, scaleout_gbps_per_gpu: float) -> dict[str, Any]:
+    """The scale-up part of a plan: domains, NVLink switch chips, trays, links, cables and
+    cartridges (per domain and in all), and the bandwidth per GPU of both dimensions."""
+    n = dom.count
+    return {
+        "domains": n, "gpus_per_domain": dom.gpus, "hosts_per_domain": dom.hosts,
+        "switch": dom.switch, "switch_ports": dom.switch_ports,
+        "switch_port_gbps": dom.switch_gbps, "nvls": dom.nvls,
+        "switch_chips_per_domain": dom.chips, "switch_chips": dom.chips * n,
+        "switch_trays_per_domain": dom.trays, "switch_trays": dom.trays * n,
+        "nvlink_links_per_domain": dom.links, "nvlink_links": dom.links * n,
+        "nvlink_cables": dom.cables * n, "cartridges": dom.cartridges * n,
+        "links_per_gpu": dom.links_per_gpu, "link_gbps": dom.link_gbps,
+        "scaleup_gbps_per_gpu": dom.gbps_per_gpu,
+        "scaleout_gbps_per_gpu": scaleout_gbps_per_gpu,
+        "scaleup_to_scaleout": round(dom.gbps_per_gpu / scaleout_gbps_per_gpu, 3)
+        if scaleout_gbps_per_gpu else None,
+    }

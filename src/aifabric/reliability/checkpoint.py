@@ -44,8 +44,12 @@ class ResolvedLevel:
 
 
 def resolve_levels(ck: CheckpointSpec, *, params: float, hosts: int, nic_gbytes_per_s: float,
-                   step_s: float | None, where: str = "goodput.checkpoint") -> list[ResolvedLevel]:
-    """Every level with all its times in seconds (SpecError listing every problem)."""
+                   step_s: float | None, where: str = "goodput.checkpoint",
+                   storage_write_gbytes_per_s: float | None = None,
+                   storage_read_gbytes_per_s: float | None = None) -> list[ResolvedLevel]:
+    """Every level with all its times in seconds (SpecError listing every problem).
+    ``storage_write/read_gbytes_per_s``: the storage rates simulated on the frontend
+    network (``storage_from: frontend``), in place of ``storage_gbytes_per_s``."""
     total = params * ck.bytes_per_param
     shard = total / max(hosts, 1)
     snap = shard / (ck.host_memory_gbytes_per_s * 1e9)
@@ -67,9 +71,13 @@ def resolve_levels(ck: CheckpointSpec, *, params: float, hosts: int, nic_gbytes_
             bw, up_bytes, rest_bytes = lv.gbytes_per_s or nic_gbytes_per_s, shard, shard
         else:
             bw, up_bytes, rest_bytes = lv.gbytes_per_s or ck.storage_gbytes_per_s, total, total
+        up_bw = rest_bw = bw
+        if lv.store == "storage" and lv.gbytes_per_s is None:  # simulated on the frontend
+            up_bw = storage_write_gbytes_per_s or bw
+            rest_bw = storage_read_gbytes_per_s or bw
         save = float(lv.save) if lv.save is not None else snap
-        upload = float(lv.upload) if lv.upload is not None else up_bytes / (bw * 1e9)
-        restore = float(lv.restore) if lv.restore is not None else rest_bytes / (bw * 1e9)
+        upload = float(lv.upload) if lv.upload is not None else up_bytes / (up_bw * 1e9)
+        restore = float(lv.restore) if lv.restore is not None else rest_bytes / (rest_bw * 1e9)
         if save + upload >= every:
             problems.append(Problem(at, f"level {lv.name!r} is slower than its interval: "
                                     f"save {save:.4g} s + upload {upload:.4g} s >= every "

@@ -279,6 +279,7 @@ class _Runs:
     eng_sw: EngineResult | None
     sw_level: int
     sw_int: np.ndarray  # (points,) the swept level's interval of each sweep point
+    storage: dict[str, Any] | None = None  # storage_from: frontend: the simulated runs
 
 
 def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
@@ -289,8 +290,13 @@ def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
     gp = sc.goodput
     hs_cap = _host_nic_gbytes(fabric, job_hosts)
     step = float(gp.step_time) if gp.step_time is not None else base_it
+    storage = _frontend_storage(sc, fabric, len(job_hosts), params)
     levels = resolve_levels(gp.checkpoint, params=params,
-                            hosts=len(job_hosts), nic_gbytes_per_s=hs_cap, step_s=step)
+                            hosts=len(job_hosts), nic_gbytes_per_s=hs_cap, step_s=step,
+                            storage_write_gbytes_per_s=storage and storage["write"][
+                                "gbytes_per_s"],
+                            storage_read_gbytes_per_s=storage and storage["read"][
+                                "gbytes_per_s"])
     base, mult = nest(levels)
     why = horizon_problem(gp, H, base)  # a level in steps: known once the step time is
     if why:
@@ -317,7 +323,39 @@ def _run_engines(sc: GoodputScenario, fabric: Fabric, job_hosts: np.ndarray,
     eng = engine([base], [mult], T)
     eng_sw = engine([b for b, _ in sweep], [m for _, m in sweep], T_sw) if sweep else None
     sw_int = np.array([b * m[sw_level] for b, m in sweep]) if sweep else np.zeros(0)
-    return _Runs(levels, step, spares, pool_w, eng, eng_sw, sw_level, sw_int)
+    return _Runs(levels, step, spares, pool_w, eng, eng_sw, sw_level, sw_int, storage)
+
+
+def _check_frontend(sc: GoodputScenario, fabric: Fabric) -> None:
+    """``storage_from: frontend`` needs a frontend with storage nodes."""
+    if sc.goodput.checkpoint.storage_from != "frontend":
+        return
+    fe = fabric.spec.frontend
+    if fe is None:
+        raise SpecError(Problem("goodput.checkpoint.storage_from", "the spec has no "
+                                "frontend network; allowed: given, or a spec with a "
+                                "frontend section with storage nodes"))
+    if fe.storage.nodes == 0:
+        raise SpecError(Problem("frontend.storage.nodes", "checkpoints are derived from "
+                                "the frontend, which has no storage nodes; allowed: at "
+                                "least 1"))
+
+
+def _frontend_storage(sc: GoodputScenario, fabric: Fabric, hosts: int,
+                      params: float) -> dict[str, Any] | None:
+    """``storage_from: frontend``: the job's hosts writing and reading the whole
+    checkpoint on the frontend network's storage nodes, simulated (None otherwise)."""
+    ck = sc.goodput.checkpoint
+    if ck.storage_from != "frontend":
+        return None
+    from aifabric.sim.storage import simulate_storage
+
+    total = params * ck.bytes_per_param
+    where = "frontend" if fabric.spec.frontend is not None else \
+        "goodput.checkpoint.storage_from"
+    out = {d: simulate_storage(fabric.spec, hosts, total, d, where=where).as_dict()
+           for d in ("write", "read")}
+    return out
 
 
 def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = None,
@@ -333,6 +371,7 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
     ji, gpus, job_hosts = _place(sc, fabric)
     job = sc.jobs[ji]
     want = _cluster_jobs(sc)  # a bad name: one line before any model runs
+    _check_frontend(sc, fabric)  # before the routing and flow models run
     t_place = time.perf_counter()
     rates = _rates(sc)
 
@@ -354,6 +393,8 @@ def run_goodput(sc: GoodputScenario, fabric: Fabric, *, trials: int | None = Non
     summary = _summary(sc, fabric, job, gpus, job_hosts, rows, r.levels, r.eng, r.eng_sw,
                        H, T, seed_, r.spares, r.pool_w, kinds, r.sw_level, r.sw_int,
                        total_rate, table, sims, base_it, r.step)
+    if r.storage is not None:  # only with storage_from: frontend
+        summary["checkpoint_storage"] = r.storage
     timing = {"place": round(t_place - clock, 3),
               "routing": round(t_route - t_place, 3),
               "flow_model": round(t_flow - t_route, 3),

@@ -201,6 +201,10 @@ class CheckpointSpec(_Strict):
         "every level)")
     storage_gbytes_per_s: Annotated[float, Field(gt=0, le=1e7)] = Field(
         default=200.0, description="storage network, in total for the job, GB/s")
+    storage_from: Literal["given", "frontend"] = Field(
+        default="given", description="storage levels' upload and restore: at "
+        "storage_gbytes_per_s (given), or simulated on the spec's frontend network "
+        "(frontend: the job's hosts write and read the checkpoint on its storage nodes)")
 
     @model_validator(mode="after")
     def _names(self) -> CheckpointSpec:

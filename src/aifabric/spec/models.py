@@ -21,19 +21,24 @@ from aifabric.spec.names import Name, Text
 from aifabric.spec.scheduled import SCHEDULED_FAMILIES, ScheduledFabric, field_error
 
 __all__ = [
+    "BUILTIN_SCALEUP_SWITCHES",
     "BUILTIN_SWITCH_MODELS",
     "Addressing",
     "Cabling",
     "ClosTopology",
     "FatTreeTopology",
+    "Frontend",
     "Hosts",
     "HpnTopology",
     "Latency",
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
+    "ScaleupDomain",
+    "ScaleupSwitch",
     "SingleTorTopology",
     "Spec",
+    "StorageNodes",
     "SwitchModel",
     "SwitchRole",
     "Topology",
@@ -303,6 +308,116 @@ class Routing(_Strict):
         default="hash", description="dual-port NICs: which port a QP uses")
 
 
+class ScaleupSwitch(_Strict):
+    """A scale-up (NVLink) switch chip: its ports, their speed and whether it reduces.
+
+    ``port_gbps`` is one NVLink port per direction; ``reduction`` says whether the chip
+    can reduce and multicast in the switch (NVLink SHARP, what NCCL's NVLS algorithms
+    use); ``nvls_efficiency`` the fraction of the port rate that NVLS traffic sustains.
+    """
+
+    ports: PositiveInt = Field(le=MAX_SWITCH_PORTS, description="NVLink ports of one chip")
+    port_gbps: float = Field(ge=MIN_GBPS, le=MAX_GBPS,
+                             description="one NVLink port, Gbit/s per direction")
+    reduction: bool = Field(default=False,
+                            description="in-switch reduction and multicast (NVLS)")
+    nvls_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                   description="fraction of the port rate NVLS traffic "
+                                   "sustains (see docs/scaleup.md)")
+    p2p_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                  description="fraction of the port rate point-to-point "
+                                  "NVLink copies (rings, trees) sustain")
+    latency_ns: int = Field(default=250, ge=0, le=MAX_HOP_NS,
+                            description="port-to-port latency, ns")
+
+
+#: Scale-up switch chips every spec can name without defining them (docs/scaleup.md gives
+#: the sources): NVSwitch gen2 (A100, no reduction), gen3 (H100/H200), gen4 (B200/GB200)
+BUILTIN_SCALEUP_SWITCHES: dict[str, ScaleupSwitch] = {
+    "nvswitch2": ScaleupSwitch(ports=36, port_gbps=200, reduction=False,
+                               p2p_efficiency=0.80),
+    "nvswitch3": ScaleupSwitch(ports=64, port_gbps=200, reduction=True,
+                               nvls_efficiency=0.67, p2p_efficiency=0.80),
+    "nvswitch4": ScaleupSwitch(ports=72, port_gbps=400, reduction=True,
+                               nvls_efficiency=round(0.67 * 0.74 / 0.85, 4),
+                               p2p_efficiency=0.80),
+}
+
+
+NcclAlgo = Literal["Ring", "Tree", "NVLS", "NVLSTree", "PAT", "CollnetDirect", "CollnetChain"]
+
+
+class ScaleupDomain(_Strict):
+    """A scale-up (NVLink) domain: ``gpus`` GPUs over one or more hosts (trays) joined by
+    NVLink switch chips. 8 GPUs in one host is today's HGX server; 72 over 18 trays is a
+    GB200 NVL72 rack. Every topology family takes one."""
+
+    gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs per domain (a whole number of "
+                      "hosts; the domains must divide the hosts)")
+    switch: Name = Field(default="nvswitch3", description="a scale-up switch chip name")
+    switch_models: dict[Name, ScaleupSwitch] = Field(
+        default_factory=dict, description="the spec's own scale-up switch chips")
+    links_per_gpu: int = Field(default=18, ge=1, le=MAX_SWITCH_PORTS,
+                               description="NVLink links of one GPU")
+    link_gbps: float | None = Field(default=None, ge=MIN_GBPS, le=MAX_GBPS,
+                                    description="one link per direction, Gbit/s (default: "
+                                    "the switch port speed)")
+    switch_chips: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+                                     description="switch chips per domain (default: as "
+                                     "many as the GPU links need)")
+    chips_per_tray: int = Field(default=2, ge=1, le=64,
+                                description="switch chips per switch tray, when the "
+                                "domain spans hosts")
+    nvls: bool | None = Field(default=None, description="in-switch reduction (NVLS) on; "
+                              "default: on when the switch reduces")
+    links_per_cartridge: int = Field(default=324, ge=1, le=MAX_ROLE_PORTS,
+                                     description="NVLink links of one cable cartridge of "
+                                     "the rack's spine (NVL72: 1,296 links in 4)")
+    scaleout_efficiency: float = Field(default=1.0, gt=0.0, le=1.0,
+                                       description="fraction of the NIC rate collectives "
+                                       "reach (headers, RDMA)")
+    nccl_algo: list[NcclAlgo] | None = Field(
+        default=None, description="NCCL_ALGO written to every host's nccl.env (the "
+        "algorithms NCCL may use); unset: NCCL chooses")
+    nccl_proto: list[Literal["LL", "LL128", "Simple"]] | None = Field(
+        default=None, description="NCCL_PROTO written to every host's nccl.env")
+
+    def switch_model(self) -> ScaleupSwitch | None:
+        return self.switch_models.get(self.switch) or BUILTIN_SCALEUP_SWITCHES.get(self.switch)
+
+
+class StorageNodes(_Strict):
+    """The storage nodes on the frontend network: how many, their NICs and media rates."""
+
+    nodes: int = Field(default=0, ge=0, le=MAX_HOSTS, description="storage nodes")
+    nic_gbps: float = Field(default=400.0, ge=MIN_GBPS, le=MAX_GBPS,
+                            description="frontend NIC bandwidth of one node, Gbit/s")
+    write_gbytes_per_s: float = Field(default=10.0, gt=0, le=1e6,
+                                      description="media write rate of one node, GB/s")
+    read_gbytes_per_s: float = Field(default=20.0, gt=0, le=1e6,
+                                     description="media read rate of one node, GB/s")
+    stripe: int = Field(default=8, ge=1, le=MAX_ROLE_PORTS,
+                        description="storage nodes one host's data is striped over")
+
+
+class Frontend(_Strict):
+    """The frontend (storage, checkpoint, data) network: a second 2-tier leaf-spine with
+    its own host NICs (HPN's ninth NIC: 2 x 200G), switches and oversubscription, and the
+    storage nodes on it."""
+
+    nics_per_host: int = Field(default=1, ge=1, le=64, description="frontend NICs per host")
+    ports_per_nic: int = Field(default=2, ge=1, le=MAX_LANES, description="ports per NIC")
+    port_gbps: int = Field(default=200, ge=1, le=MAX_GBPS, description="one port, Gbit/s")
+    switch: Name = Field(default="tomahawk5", description="leaf and spine switch model")
+    oversubscription: float = Field(default=1.0, ge=0.01, le=100.0,
+                                    description="leaf down:up bandwidth")
+    storage: StorageNodes = StorageNodes()
+
+    @property
+    def host_gbps(self) -> float:
+        return float(self.nics_per_host * self.ports_per_nic * self.port_gbps)
+
+
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -326,6 +441,11 @@ class Spec(_Strict):
     scheduled: ScheduledFabric | None = Field(
         default=None, description="a scheduled fabric (GSE/DSF): VOQs and credits at the "
         "edge, cells sprayed over the fabric (aifabric.spec.scheduled)")
+    scaleup_domain: ScaleupDomain | None = Field(
+        default=None, description="the scale-up (NVLink) domain; unset: one per host at "
+        "hosts.scaleup_gbps")
+    frontend: Frontend | None = Field(
+        default=None, description="the frontend/storage network; unset: none")
 
     @model_validator(mode="after")
     def _infiniband_consistent(self) -> Spec:

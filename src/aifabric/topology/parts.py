@@ -15,6 +15,7 @@ import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import Spec, SwitchModel, SwitchRole
+from aifabric.topology.domain import domain_gbps
 from aifabric.topology.fabric import Fabric, LinkKind, LinkTable, Medium, NodeKind, NodeTable
 
 __all__ = [
@@ -236,15 +237,16 @@ class FabricBuilder:
                              segment=segment[nh], rail=ni, host=nh, index=ni, side=npp,
                              backup=backup[nh], ip=ip, plane=plane).reshape(H, N, P)
         lat = self.spec.latency
-        # scale-up
+        # scale-up: the domain's bandwidth per GPU when the spec has one
+        su_gbps = domain_gbps(self.spec)
         if h.scaleup == "nvswitch" or G == 1:
             self.add_links(gpu.reshape(-1), np.repeat(host, G), LinkKind.SCALEUP,
-                           h.scaleup_gbps, lat.scaleup_ns, Medium.INTERNAL)
+                           su_gbps, lat.scaleup_ns, Medium.INTERNAL)
         else:
             iu, ju = np.triu_indices(G, k=1)
             a = gpu[:, iu].reshape(-1)
             b = gpu[:, ju].reshape(-1)
-            self.add_links(a, b, LinkKind.SCALEUP, h.scaleup_gbps / (G - 1), lat.scaleup_ns,
+            self.add_links(a, b, LinkKind.SCALEUP, su_gbps / (G - 1), lat.scaleup_ns,
                            Medium.INTERNAL)
         # PCIe: each GPU to every port of its NIC
         ga = np.repeat(gpu.reshape(-1), P)

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from aifabric.spec.models import Spec
-from aifabric.topology.fabric import Fabric
+from aifabric.topology.domain import resolve_domain
+from aifabric.topology.fabric import Fabric, NodeKind
+from aifabric.topology.frontend import plan_frontend
 
 __all__ = ["BUILDERS", "build_fabric", "register"]
 
@@ -35,6 +39,11 @@ def build_fabric(spec: Spec) -> Fabric:
         from aifabric.topology.scheduled import check_scheduled
 
         check_scheduled(f)
+    if spec.scaleup_domain is not None or spec.frontend is not None:
+        hosts = int(np.sum(f.nodes.kind == NodeKind.HOST)
+                    - np.sum(f.nodes.backup[f.nodes.kind == NodeKind.HOST]))
+        resolve_domain(spec, hosts)  # refuse a domain that does not fit the hosts
+        plan_frontend(spec, hosts)  # and a frontend that cannot be built
     return f
 
 
