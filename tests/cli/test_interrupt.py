@@ -54,14 +54,20 @@ def _interrupt_at(delay: float, out: Path) -> tuple[int, str, float]:
 
 
 def test_ctrl_c_at_any_moment_of_simulate_exits_130_leaving_nothing_partial(tmp_path):
-    full = tmp_path / "full"
-    started = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(SCENARIO),
-                        "--out", str(full)], capture_output=True, text=True, env=_env(),
-                       timeout=120, check=False)
-    wall = time.perf_counter() - started
-    assert p.returncode == 0, p.stderr
-    complete = _files(full)
+    # the uninterrupted run's wall time, the shorter of two: the first may fill numba's
+    # cache, and on a loaded machine one run can take twice another (the moments must
+    # fall inside the interrupted runs, which find the cache warm)
+    walls = []
+    for name in ("full", "full2"):
+        started = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "aifabric", "simulate", str(SCENARIO),
+                            "--out", str(tmp_path / name)], capture_output=True, text=True,
+                           env=_env(), timeout=120, check=False)
+        walls.append(time.perf_counter() - started)
+        assert p.returncode == 0, p.stderr
+    wall = min(walls)
+    complete = _files(tmp_path / "full")
+    assert _files(tmp_path / "full2") == complete
     assert "report.md" in complete
     delays = [round(f * wall, 3) for f in FRACTIONS]
     outcomes = []
