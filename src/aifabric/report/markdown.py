@@ -143,8 +143,9 @@ def packet_metrics(r: SimResult) -> dict[str, float]:
             "load_max_mean": float(fab.max() / fab.mean()) if len(fab) else nan,
             "ooo_share": float(ro.get("ooo_share", 0.0)),
             "distance_p99": float(ro.get("distance_p99_packets", 0)),
-            "retx_bytes": float(pk["retx_bytes"]), "naks": float(pk["naks"]),
-            "timeouts": float(pk["timeouts"]), "drops": float(pk["drops"])}
+            # (a scheduled fabric's cell model has no NAKs, retransmissions or timeouts)
+            "retx_bytes": v(pk.get("retx_bytes")), "naks": v(pk.get("naks")),
+            "timeouts": v(pk.get("timeouts")), "drops": v(pk.get("drops"))}
 
 
 def comparison_rows(results: list[SimResult]) -> list[tuple[str, list[str], str, bool]]:
