@@ -124,23 +124,30 @@ def _render_converged(r: dict[str, Any]) -> None:
 
 
 def nccl_cmd(
-    spec: Path = typer.Argument(..., help="cluster spec (YAML)"),
-    op: str = typer.Option("allreduce", "--op",
+    spec: Path = typer.Argument(..., metavar="SPEC", help="cluster spec (YAML)"),
+    op: str = typer.Option("allreduce", "--op", metavar="OP",
                            help="allreduce, reduce_scatter or allgather"),
-    size: str = typer.Option("8GiB", "--size", help="message size as nccl-tests counts "
+    size: str = typer.Option("8GiB", "--size", metavar="SIZE",
+                             help="message size as nccl-tests counts "
                              "it (8GiB = nccl-tests' 8G)"),
-    sizes: str | None = typer.Option(None, "--sizes", help="several sizes (1KiB,1MiB,8GiB): "
+    sizes: str | None = typer.Option(None, "--sizes", metavar="SIZES",
+                                     help="several sizes (1KiB,1MiB,8GiB): "
                                      "NCCL's pick and the simulated result per size"),
-    gpus: int | None = typer.Option(None, "--gpus", min=1, help="GPUs of the collective: "
+    gpus: int | None = typer.Option(None, "--gpus", min=1, metavar="N",
+                                    help="GPUs of the collective: "
                                     "part of one domain or whole domains (default: all)"),
-    algorithm: str | None = typer.Option(None, "--algorithm", help="pin an algorithm "
+    algorithm: str | None = typer.Option(None, "--algorithm", metavar="ALGO",
+                                         help="pin an algorithm "
                                          "(ring, tree, nvls, nvls_tree, hierarchical, pat)"),
-    protocol: str | None = typer.Option(None, "--protocol", help="pin a protocol (LL, "
+    protocol: str | None = typer.Option(None, "--protocol", metavar="PROTO",
+                                        help="pin a protocol (LL, "
                                         "LL128, Simple)"),
-    job: Path | None = typer.Option(None, "--job", help="a job (YAML: gpus, tp, ep, pp, "
+    job: Path | None = typer.Option(None, "--job", metavar="FILE",
+                                    help="a job (YAML: gpus, tp, ep, pp, "
                                     "sizes) to place on the domains and simulate one step"),
     checkpoint: str | None = typer.Option(
-        None, "--checkpoint", help="the converged option: the frontend's storage nodes on "
+        None, "--checkpoint", metavar="SIZE",
+        help="the converged option: the frontend's storage nodes on "
         "the backend, a checkpoint of this size written while the collective runs (the "
         "interference both ways)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
