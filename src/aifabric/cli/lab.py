@@ -224,6 +224,7 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     console.print(table)
     hosts_up = sum(lab.layout.ns[h] in names for h in lab.layout.hosts)
     console.print(f"hosts: {hosts_up}/{len(lab.layout.hosts)} namespaces")
+    _queues_line(lab)
     if lab.failures:
         console.print("failed: " + ", ".join(x.get("switch") or x.get("port", "")
                                              for x in lab.failures))

@@ -19,6 +19,13 @@ model), all namespaces and daemons at once from a pool of threads:
   and the failures the lab knows of (``lab fail``), and for the fabric as planned;
   ``twin_drift`` is 1 for a group whose next-hop *set* differs from the model's, 0 when
   they agree (the same comparison as ``aifabric lab test``);
+* **queues** (a lab with ``lab up --queues``, :mod:`aifabric.lab.queues`) -- every
+  cable end's egress queue from one ``tc -s -j qdisc show`` per namespace, under the
+  simulation's names: ``queue_depth_bytes`` (tc's backlog, priority 0),
+  ``ecn_marked_packets_total`` (RED's marks; none from a drop-tail queue), the queue's
+  drops added to the port's tx ``interface_drops_total``, and ``link_utilization_ratio``
+  / ``tier_utilization_ratio`` (tx bytes since the previous scrape over the shaped port
+  rate; none at the first scrape);
 * **probes** -- ``ping`` between a fixed sample of NIC pairs on different hosts (3
   echoes 10 ms apart from the source NIC's address, bounded by ``timeout_s``): round
   trip time and loss ratio.
