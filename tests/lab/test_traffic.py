@@ -210,6 +210,19 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
 
 
 @live
+def test_bad_traffic_input_is_one_line_exit_2(qlab, cli, tmp_path):
+    line = _one_line(cli("lab", "traffic", SCENARIO, "--seconds", "0", "--dir", qlab.dir))
+    assert "--seconds" in line
+    line = _one_line(cli("lab", "traffic", SCENARIO, "--flow-mbit", "0", "--dir", qlab.dir))
+    assert "--flow-mbit" in line
+    big = tmp_path / "big.yaml"
+    big.write_text("name: big\nspec: " + str(SPEC) + "\ntraffic:\n"
+                   "  - {pattern: permutation, gpus: '0:64', shift: 8}\n")
+    line = _one_line(cli("lab", "traffic", big, "--dir", qlab.dir))
+    assert "traffic" in line and "big.yaml" in line
+
+
+@live
 def test_red_marks_ecn_on_the_congested_port(qlab):
     """With RED (the kernel's sch_red), the incast's ToR port marks CE: the exported
     aifabric_ecn_marked_packets_total equals tc's count, and the receivers saw CE on

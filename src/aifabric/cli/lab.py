@@ -147,11 +147,14 @@ def _queues_line(lab: Any) -> None:
     if q is None:
         console.print("  egress queues: the kernel's default (no shaper; --queues none)")
         return
-    what = (f"RED with ECN (marks from {q.min_bytes:,} B, {q.probability:g} at "
-            f"{q.max_bytes:,} B)" if q.kind == "red" else
-            "drop-tail FIFO (this kernel has no sch_red: no ECN marks)")
-    console.print(f"  egress queues: every switch port shaped to {q.rate_bps / 1e6:g} "
-                  f"Mbit/s (HTB), {what}, limit {q.limit_bytes:,} B", markup=False)
+    rate = f"every port shaped to {q.rate_bps / 1e6:g} Mbit/s (HTB)"
+    if q.kind == "red":
+        console.print(f"  egress queues: {rate}; switch ports RED with ECN (marks from "
+                      f"{q.min_bytes:,} B, p={q.probability:g} at {q.max_bytes:,} B, limit "
+                      f"{q.limit_bytes:,} B)", markup=False)
+    else:
+        console.print(f"  egress queues: {rate}, drop-tail {q.limit_bytes:,} B (kernel "
+                      "without sch_red: no ECN marks)", markup=False)
 
 
 @app.command("traffic")
@@ -169,9 +172,13 @@ def traffic_cmd(
     """Send a scenario's flows between the lab's hosts for a bounded time: UDP with
     ECT(0), one socket per flow on its source port, paced; counts what arrives and how
     much of it was ECN-marked."""
-    from aifabric.lab import load_lab
+    from aifabric.cli import _lab_ib
+    from aifabric.lab import LabError, load_lab
     from aifabric.lab.traffic import run_traffic
 
+    if _lab_ib.is_ib(lab_dir):
+        raise LabError("lab traffic sends UDP over the Ethernet lab's namespaces; this lab "
+                       "is InfiniBand (ibsim has no data path)")
     lab = load_lab(lab_dir)
     with console.status("sending") as status:
         r = run_traffic(lab, scenario, seconds, flow_mbit,
