@@ -220,9 +220,9 @@ def _loop(res: TrafficResult, tx: list[socket.socket], rxs: list[socket.socket],
             ph["received_packets"] += 1
             ph["received_bytes"] += len(data)
             for level, kind, value in anc:
-                if level == socket.IPPROTO_IP and kind == socket.IP_TOS and value:
-                    if value[0] & 0b11 == CE:
-                        ph["received_ce"] += 1
+                if (level == socket.IPPROTO_IP and kind == socket.IP_TOS and value
+                        and value[0] & 0b11 == CE):
+                    ph["received_ce"] += 1
 
     try:
         while True:

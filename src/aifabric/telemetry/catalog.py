@@ -36,8 +36,8 @@ import numpy as np
 if TYPE_CHECKING:  # the label functions import it when called: CATALOG alone stays light
     from aifabric.topology.fabric import Fabric
 
-__all__ = ["CATALOG", "DEVICE_LABELS", "PORT_LABELS", "QUEUE_METRICS", "Metric", "arc_labels", "by_name",
-           "device_labels", "port_labels"]
+__all__ = ["CATALOG", "DEVICE_LABELS", "PORT_LABELS", "QUEUE_METRICS", "Metric", "arc_labels",
+           "by_name", "device_labels", "port_labels"]
 
 #: the labels that place a fabric port (``port_labels`` gives their values)
 PORT_LABELS = ("device", "port", "peer", "tier", "plane", "rail", "segment")
