@@ -168,6 +168,8 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
     # what was sent and what arrived
     assert r.flows == 13 and r.sent_packets > 0 and r.send_errors == 0
     assert r.sent_bytes == r.sent_packets * PAYLOAD
+    # every packet arrived ECN-capable: ECT(0) as sent, or CE where a queue marked it
+    assert r.received_ect + r.received_ce == r.received_packets > 0
     lost = r.sent_packets - r.received_packets
     queue_drops = sum(drops1.values()) - sum(drops0.values())
     # every lost packet was dropped by a queue (a BGP keepalive may be dropped too)

@@ -192,7 +192,8 @@ def traffic_cmd(
                   f"{lost:,} ({lost / max(r.sent_packets, 1):.1%}), send errors "
                   f"{r.send_errors:,}", markup=False)
     console.print(f"  arrived ECN-marked (CE): {r.received_ce:,} packets "
-                  f"({r.received_ce / max(r.received_packets, 1):.1%})", markup=False)
+                  f"({r.received_ce / max(r.received_packets, 1):.1%}); ECN-capable "
+                  f"unmarked (ECT(0)): {r.received_ect:,}", markup=False)
     t = Table("host", "received packets", "bytes", "CE-marked", box=None)
     for host, ph in sorted(r.per_host.items()):
         t.add_row(host, f"{ph['received_packets']:,}", f"{ph['received_bytes']:,}",

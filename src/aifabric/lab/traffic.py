@@ -60,6 +60,7 @@ class TrafficResult:
     received_packets: int = 0
     received_bytes: int = 0
     received_ce: int = 0  # packets that arrived marked CE
+    received_ect: int = 0  # packets that arrived ECN-capable and unmarked (ECT(0))
     per_host: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -163,7 +164,7 @@ def run_traffic(lab: Any, scenario: Path, seconds: float, flow_mbit: float | Non
             socks.append(s)
             rx[s.fileno()] = host
             res.per_host.setdefault(host, {"received_packets": 0, "received_bytes": 0,
-                                           "received_ce": 0})
+                                           "received_ce": 0, "received_ect": 0})
         tx: list[socket.socket] = []
         for i in range(len(remote)):
             def make_tx(i: int = i) -> socket.socket:
@@ -220,9 +221,10 @@ def _loop(res: TrafficResult, tx: list[socket.socket], rxs: list[socket.socket],
             ph["received_packets"] += 1
             ph["received_bytes"] += len(data)
             for level, kind, value in anc:
-                if (level == socket.IPPROTO_IP and kind == socket.IP_TOS and value
-                        and value[0] & 0b11 == CE):
-                    ph["received_ce"] += 1
+                if level == socket.IPPROTO_IP and kind == socket.IP_TOS and value:
+                    ecn = value[0] & 0b11
+                    ph["received_ce"] += ecn == CE
+                    ph["received_ect"] += ecn == ECT0
 
     try:
         while True:
@@ -256,3 +258,4 @@ def _loop(res: TrafficResult, tx: list[socket.socket], rxs: list[socket.socket],
         res.received_packets += ph["received_packets"]
         res.received_bytes += ph["received_bytes"]
         res.received_ce += ph["received_ce"]
+        res.received_ect += ph["received_ect"]
