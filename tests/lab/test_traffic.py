@@ -145,7 +145,7 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
     above 1: the shaper holds the port rate), the incast's ToR ports hold a queue; the
     packets lost are exactly the queues' drops (tc); afterwards every exported queue
     counter equals ``tc -s`` and tx drops equal the device's plus the queue's."""
-    col = LabCollector(qlab.dir, probes=0)
+    col = LabCollector(qlab.dir, probes=0, timeout_s=5.0)  # a loaded machine
     try:
         scrape_text(col)  # the first scrape: utilization needs a previous one
         drops0 = _drops(qlab)
@@ -234,7 +234,7 @@ def test_red_marks_ecn_on_the_congested_port(qlab):
     if q.kind != "red":  # `auto` fell back: `tc` does not know the qdisc kind "red"
         skip_allowed("the kernel has no RED qdisc", "CONFIG_NET_SCH_RED is not set: the "
                      "lab's switch ports are drop-tail")
-    col = LabCollector(qlab.dir, probes=0)
+    col = LabCollector(qlab.dir, probes=0, timeout_s=5.0)  # a loaded machine
     try:
         r = run_traffic(qlab, SCENARIO, SECONDS)
         m = _families(scrape_text(col))
