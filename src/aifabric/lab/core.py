@@ -113,7 +113,8 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
     also starts an sshd in every namespace and writes the lab's build with an Ansible
     inventory that reaches them (:mod:`aifabric.lab.ssh`); ``build_extra``: more files of
     that build (:func:`aifabric.configs.build.render_build`'s ``extra``; the command adds
-    ``monitoring/``). ``queues``: the egress queues every switch port gets
+    ``monitoring/``). ``queues``: the egress queues of every cable end (switch ports
+    as it says, NIC ports a shaped drop-tail FIFO)
     (:class:`aifabric.lab.queues.Queues`; None: none, the kernel's default).
     """
     lab = Path(lab or default_dir()).absolute()
@@ -166,7 +167,7 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         if queues is not None and queues.kind != "none":
             from aifabric.lab.queues import install_queues, switch_ports
 
-            step("installing the egress queues of every switch port")
+            step("installing the egress queues of every cable end")
             state["queues"] = install_queues(queues, switch_ports(lay),
                                              switch_ports(lay, hosts=True)).as_state()
         step(f"starting FRR on {len(lay.switches)} switches")
