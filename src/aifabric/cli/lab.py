@@ -20,6 +20,8 @@ from rich.table import Table
 
 from aifabric.cli._common import MAX_MEMORY, console, err_console, styled
 
+DEFAULT_PORT_MBIT = 10.0  # = aifabric.lab.queues.DEFAULT_PORT_MBIT (imported lazily)
+
 app = typer.Typer(name="lab", help="Prove a design on real FRR daemons in network namespaces "
                   "(needs root and FRR).", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False, rich_markup_mode="markdown")
@@ -87,6 +89,13 @@ def up_cmd(
     ssh: bool = typer.Option(False, "--ssh", help="also run an sshd in every namespace "
                              "(only on its own address) and write the lab's build with an "
                              "Ansible inventory that reaches them (DIR/build/ansible)"),
+    queues: str = typer.Option("auto", "--queues", metavar="KIND",
+                               help="egress queue of every switch port: auto (red where "
+                               "the kernel has sch_red, else fifo), red (RED with ECN "
+                               "marking), fifo (drop-tail), none (no shaper)"),
+    port_mbit: float = typer.Option(DEFAULT_PORT_MBIT, "--port-mbit", metavar="MBIT",
+                                    help="the shaped rate of every switch port in Mbit/s "
+                                    "(the lab's link capacity; `lab traffic` fills it)"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
     """Build the scaled-down copy and start FRR in every switch (InfiniBand specs: ibsim
@@ -101,12 +110,14 @@ def up_cmd(
         return
 
     from aifabric.lab import up
+    from aifabric.lab.queues import parse_queues
     from aifabric.telemetry.monitoring import render_monitoring
 
+    q = parse_queues(queues, port_mbit)
     t0 = time.perf_counter()
     with console.status("starting the lab") as status:
         lab = up(spec, scale, lab_dir, progress=lambda msg: status.update(msg), ssh=ssh,
-                 build_extra=(render_monitoring,))
+                 build_extra=(render_monitoring,), queues=q)
     f = lab.fabric
     dt = time.perf_counter() - t0
     from aifabric.topology import NodeKind
@@ -122,10 +133,72 @@ def up_cmd(
     console.print("  FRR zebra + bgpd (+ staticd on "
                   f"{len(lab.layout.static_tors)} ToRs) with the generated frr.conf; "
                   "next: aifabric lab test")
+    _queues_line(lab)
     if ssh:
         console.print(f"  sshd in {len(lab.layout.namespaces)} namespaces (key "
                       f"{lab.dir / 'ssh' / 'id_ed25519'}); ansible-playbook -i "
                       f"{lab.dir / 'build' / 'ansible' / 'inventory.yml'} ...", markup=False)
+
+
+def _queues_line(lab: Any) -> None:
+    from aifabric.lab.queues import Queues
+
+    q = Queues.from_state(lab.state.get("queues"))
+    if q is None:
+        console.print("  egress queues: the kernel's default (no shaper; --queues none)")
+        return
+    rate = f"every port shaped to {q.rate_bps / 1e6:g} Mbit/s (HTB)"
+    if q.kind == "red":
+        console.print(f"  egress queues: {rate}; switch ports RED with ECN (marks from "
+                      f"{q.min_bytes:,} B, p={q.probability:g} at {q.max_bytes:,} B, limit "
+                      f"{q.limit_bytes:,} B)", markup=False)
+    else:
+        console.print(f"  egress queues: {rate}, drop-tail {q.limit_bytes:,} B (kernel "
+                      "without sch_red: no ECN marks)", markup=False)
+
+
+@app.command("traffic")
+@_lab_errors
+def traffic_cmd(
+    scenario: Path = typer.Argument(..., metavar="SCENARIO",
+                                    help="scenario (YAML) whose traffic to send"),
+    seconds: float = typer.Option(10.0, "--seconds", metavar="N",
+                                  help="how long to send (at most 3600)"),
+    flow_mbit: float | None = typer.Option(None, "--flow-mbit", metavar="MBIT",
+                                           help="rate of each flow (default: the lab's "
+                                           "port rate)"),
+    lab_dir: Path | None = DIR_OPT,
+) -> None:
+    """Send a scenario's flows between the lab's hosts for a bounded time: UDP with
+    ECT(0), one socket per flow on its source port, paced; counts what arrives and how
+    much of it was ECN-marked."""
+    from aifabric.cli import _lab_ib
+    from aifabric.lab import LabError, load_lab
+    from aifabric.lab.traffic import run_traffic
+
+    if _lab_ib.is_ib(lab_dir):
+        raise LabError("lab traffic sends UDP over the Ethernet lab's namespaces; this lab "
+                       "is InfiniBand (ibsim has no data path)")
+    lab = load_lab(lab_dir)
+    with console.status("sending") as status:
+        r = run_traffic(lab, scenario, seconds, flow_mbit,
+                        progress=lambda msg: status.update(msg))
+    lost = r.sent_packets - r.received_packets
+    console.print(f"lab traffic: {r.flows} flows between hosts ({r.local_flows} inside a "
+                  f"host: no packets) for {r.seconds:g} s at {r.flow_bps / 1e6:g} Mbit/s "
+                  "each", markup=False)
+    console.print(f"  sent {r.sent_packets:,} packets ({r.sent_bytes:,} B payload), "
+                  f"received {r.received_packets:,} ({r.received_bytes:,} B), lost "
+                  f"{lost:,} ({lost / max(r.sent_packets, 1):.1%}), send errors "
+                  f"{r.send_errors:,}", markup=False)
+    console.print(f"  arrived ECN-marked (CE): {r.received_ce:,} packets "
+                  f"({r.received_ce / max(r.received_packets, 1):.1%}); ECN-capable "
+                  f"unmarked (ECT(0)): {r.received_ect:,}", markup=False)
+    t = Table("host", "received packets", "bytes", "CE-marked", box=None)
+    for host, ph in sorted(r.per_host.items()):
+        t.add_row(host, f"{ph['received_packets']:,}", f"{ph['received_bytes']:,}",
+                  f"{ph['received_ce']:,}")
+    console.print(t)
 
 
 @app.command("status")
@@ -159,6 +232,7 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     console.print(table)
     hosts_up = sum(lab.layout.ns[h] in names for h in lab.layout.hosts)
     console.print(f"hosts: {hosts_up}/{len(lab.layout.hosts)} namespaces")
+    _queues_line(lab)
     if lab.failures:
         console.print("failed: " + ", ".join(x.get("switch") or x.get("port", "")
                                              for x in lab.failures))

@@ -104,7 +104,8 @@ def load_lab(lab: Path | None = None) -> Lab:
 
 
 def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
-       progress: Any = None, ssh: bool = False, build_extra: Sequence[Renderer] = ()) -> Lab:
+       progress: Any = None, ssh: bool = False, build_extra: Sequence[Renderer] = (),
+       queues: Any = None) -> Lab:
     """Build the lab of ``spec_file`` at ``scale_text`` in folder ``lab``.
 
     Refuses (LabError) when a lab is already up there; raises SpecError on bad input
@@ -112,7 +113,9 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
     also starts an sshd in every namespace and writes the lab's build with an Ansible
     inventory that reaches them (:mod:`aifabric.lab.ssh`); ``build_extra``: more files of
     that build (:func:`aifabric.configs.build.render_build`'s ``extra``; the command adds
-    ``monitoring/``).
+    ``monitoring/``). ``queues``: the egress queues of every cable end (switch ports
+    as it says, NIC ports a shaped drop-tail FIFO)
+    (:class:`aifabric.lab.queues.Queues`; None: none, the kernel's default).
     """
     lab = Path(lab or default_dir()).absolute()
     spec = load_spec(spec_file)
@@ -161,6 +164,12 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
                          f"sysctl -q -w {' '.join(sc)} && ip -batch -",
                          "\n".join(ip_cmds)])
         _run_scripts(cmds)
+        if queues is not None and queues.kind != "none":
+            from aifabric.lab.queues import install_queues, switch_ports
+
+            step("installing the egress queues of every cable end")
+            state["queues"] = install_queues(queues, switch_ports(lay),
+                                             switch_ports(lay, hosts=True)).as_state()
         step(f"starting FRR on {len(lay.switches)} switches")
         start_frr(lab, lay.ns, lay.frr_conf, lay.static_tors)
         if ssh:

@@ -36,8 +36,8 @@ import numpy as np
 if TYPE_CHECKING:  # the label functions import it when called: CATALOG alone stays light
     from aifabric.topology.fabric import Fabric
 
-__all__ = ["CATALOG", "DEVICE_LABELS", "PORT_LABELS", "Metric", "arc_labels", "by_name",
-           "device_labels", "port_labels"]
+__all__ = ["CATALOG", "DEVICE_LABELS", "PORT_LABELS", "QUEUE_METRICS", "Metric", "arc_labels",
+           "by_name", "device_labels", "port_labels"]
 
 #: the labels that place a fabric port (``port_labels`` gives their values)
 PORT_LABELS = ("device", "port", "peer", "tier", "plane", "rail", "segment")
@@ -81,7 +81,8 @@ CATALOG: tuple[Metric, ...] = (
     Metric("aifabric_interface_packets_total", "counter", "", (*_P, "direction"),
            "Packets received (rx) or sent (tx) on the port.", _LAB),
     Metric("aifabric_interface_drops_total", "counter", "", (*_P, "direction"),
-           "Packets dropped on the port (rx: on arrival, tx: egress queue full).", _BOTH),
+           "Packets dropped on the port (rx: on arrival, tx: egress queue full; the "
+           "lab adds its egress queue's drops, tc's, to the device's).", _BOTH),
     Metric("aifabric_interface_errors_total", "counter", "", (*_P, "direction"),
            "Errored frames on the port (CRC, FCS, framing).", _LAB),
     Metric("aifabric_interface_oper_up", "gauge", "", _P,
@@ -113,15 +114,18 @@ CATALOG: tuple[Metric, ...] = (
     Metric("aifabric_up", "gauge", "", ("device", "target"),
            "1 when the exporter could read target (kernel, frr) in the device's "
            "namespace during the last scrape, else 0.", _LAB),
-    # ---- simulation: links and queues
+    # ---- links and queues (lab: the switch ports' tc queues, aifabric.lab.queues)
     Metric("aifabric_link_utilization_ratio", "gauge", "ratio", (*_P, "direction"),
            "Bytes the port sent in the sample interval over what the link carries in "
            "that time (up: towards the core; a frame counts when it starts, so one "
-           "interval may show up to a frame more than 1).", _SIM),
+           "interval may show up to a frame more than 1; lab: since the previous "
+           "scrape, over the lab's shaped port rate).", _BOTH),
     Metric("aifabric_queue_depth_bytes", "gauge", "bytes", (*_P, "priority"),
-           "Bytes in the port's egress queue of the priority.", _SIM),
+           "Bytes in the port's egress queue of the priority (lab: its one queue, "
+           "priority 0, tc's backlog).", _BOTH),
     Metric("aifabric_ecn_marked_packets_total", "counter", "", _P,
-           "Packets ECN-marked (CE) by the port's egress queues.", _SIM),
+           "Packets ECN-marked (CE) by the port's egress queues (lab: RED's marked "
+           "count; absent where the queue cannot mark).", _BOTH),
     Metric("aifabric_pfc_pause_frames_total", "counter", "", (*_P, "priority", "direction"),
            "PFC pause frames of the priority sent (tx) or received (rx) on the port.",
            _SIM),
@@ -135,7 +139,8 @@ CATALOG: tuple[Metric, ...] = (
            _SIM),
     Metric("aifabric_tier_utilization_ratio", "gauge", "ratio", ("tier", "direction"),
            "Mean utilization of the tier's links in the direction over the interval "
-           "that starts at the sample (the run's timeline).", _SIM),
+           "that starts at the sample (the run's timeline; lab: since the previous "
+           "scrape).", _BOTH),
     Metric("aifabric_collective_progress_ratio", "gauge", "ratio",
            ("collective", "training_job", "op"),
            "Fraction of the collective's bytes delivered, each transfer counted at a "
@@ -148,6 +153,12 @@ CATALOG: tuple[Metric, ...] = (
 )
 
 _BY_NAME = {m.name: m for m in CATALOG}
+
+#: what only a lab with queues (``lab up --queues``, :mod:`aifabric.lab.queues`) exports:
+#: a lab without them has no port rate (no utilization) and no queue to read; the ECN
+#: marks need RED
+QUEUE_METRICS = ("aifabric_link_utilization_ratio", "aifabric_queue_depth_bytes",
+                 "aifabric_ecn_marked_packets_total", "aifabric_tier_utilization_ratio")
 
 
 def by_name(name: str) -> Metric:

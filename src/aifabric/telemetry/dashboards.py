@@ -8,13 +8,17 @@ fabric overview       utilization per tier and per plane (simulated runs), live 
                       per tier, links down, exporter targets down, the hottest links
 RoCE health           PFC paused ratio, pause frames and queue depth (per port and
                       priority), ECN marks per port; CNPs and retransmissions per NIC
-                      port; drops, errors
+                      port; drops, errors (PFC, CNP and retransmission panels say they
+                      are simulation-only: the lab has no PFC; queue depth, ECN marks
+                      and drops are live from the lab's tc queues)
 BGP and ECMP          sessions up/down and their table, prefixes received, ECMP group
                       sizes beside the plan, groups smaller than planned, twin drift, probes
 collective            variable ``job``: its collectives' progress, the fabric's busiest
                       links while they run; variable ``collective`` (one): the links it
                       crosses (``aifabric_collective_link_bytes``) with their utilization,
-                      its bytes per link and per tier
+                      its bytes per link and per tier; its default time range is the
+                      window ``aifabric metrics`` backfills into (2026-01-01 00:00-01:00
+                      UTC), the others' the last hour (the live lab)
 ===================== ======================================================================
 
 Every query uses only metric names of :mod:`aifabric.telemetry.catalog` (tests/telemetry/
@@ -79,9 +83,20 @@ def _var(name: str, query: str, label: str, multi: bool = True) -> gd.QueryVaria
     return v.multi(True).include_all(True).all_value(".*") if multi else v
 
 
-def _dash(uid: str, title: str) -> gd.Dashboard:
+#: said by every panel only a simulation feeds (``aifabric metrics`` of a packet run)
+SIM_ONLY = ("Simulation only (aifabric metrics of a packet run, backfilled): the lab's "
+            "Linux veths have no PFC, no RoCE NIC and no CNPs, so the live lab exports none.")
+#: the collective dashboard's description: every series it shows is a simulated run's
+SIM_DASHBOARD = ("Simulation only: a simulated run's collectives (aifabric metrics RUN_DIR, "
+                 "backfilled); opens on the window aifabric metrics writes to by default.")
+#: the window ``aifabric metrics`` backfills into by default (openmetrics.DEFAULT_START,
+#: +1 h: a 1 ms run spans about 17 minutes of it)
+BACKFILL = ("2026-01-01T00:00:00.000Z", "2026-01-01T01:00:00.000Z")
+
+
+def _dash(uid: str, title: str, time: tuple[str, str] = ("now-1h", "now")) -> gd.Dashboard:
     return (gd.Dashboard(title).uid(uid).tags(["aifabric"]).refresh("30s")
-            .time("now-1h", "now").timezone("utc").editable())
+            .time(*time).timezone("utc").editable())
 
 
 def overview() -> gd.Dashboard:
@@ -100,14 +115,16 @@ def overview() -> gd.Dashboard:
                         _q(f"max by (tier, direction) ({util}{{{fabric}}})",
                            "max {{tier}} {{direction}}"),
                         desc="Mean and maximum link utilization per tier and direction "
-                             "(up = towards the core)."))
+                             "(up = towards the core). Lab: tx bytes since the previous "
+                             "scrape over the shaped port rate (lab up --queues)."))
         .with_panel(_ts("Utilization per plane", "percentunit",
                         _q(f"avg by (plane, direction) ({util}{{{fabric}}})",
                            "plane {{plane}} {{direction}}")))
         .with_panel(_ts("Utilization per tier (run timeline)", "percentunit",
                         _q("aifabric_tier_utilization_ratio", "{{tier}} {{direction}}"),
-                        desc="A simulated run's mean utilization of each tier's links "
-                             "(aifabric metrics)."))
+                        desc="Mean utilization of each tier's links: a simulated run's "
+                             "timeline (aifabric metrics) or the live lab's since the "
+                             "previous scrape."))
         .with_panel(_ts("Live throughput per tier", "bps",
                         _q("8 * sum by (tier, direction) (rate(aifabric_interface_bytes_total"
                            f"{_RATE}))", "{{tier}} {{direction}}"),
@@ -116,7 +133,8 @@ def overview() -> gd.Dashboard:
                         _q("sum by (tier, direction) (rate(aifabric_interface_packets_total"
                            f"{_RATE}))", "{{tier}} {{direction}}")))
         .with_panel(_table("Hottest links", f"topk(10, {util}{{{fabric}}})",
-                           desc="The ten most loaded link directions now."))
+                           desc="The ten most loaded link directions now (lab: over the "
+                                "last scrape interval)."))
     )
 
 
@@ -129,22 +147,29 @@ def roce() -> gd.Dashboard:
         .with_panel(_ts("PFC paused ratio per port and priority", "percentunit",
                         _q(f"rate(aifabric_pfc_paused_seconds_total{sel}{_RATE})",
                            "{{device}} {{port}} p{{priority}}"),
-                        desc="Fraction of time the egress queue was held by PFC pause."))
+                        desc="Fraction of time the egress queue was held by PFC pause. "
+                             + SIM_ONLY))
         .with_panel(_ts("PFC pause frames", "pps",
                         _q(f"rate(aifabric_pfc_pause_frames_total{sel}{_RATE})",
-                           "{{device}} {{port}} p{{priority}} {{direction}}")))
+                           "{{device}} {{port}} p{{priority}} {{direction}}"),
+                        desc=SIM_ONLY))
         .with_panel(_ts("ECN marks per port", "pps",
                         _q(f"rate(aifabric_ecn_marked_packets_total{sel}{_RATE})",
-                           "{{device}} {{port}}")))
+                           "{{device}} {{port}}"),
+                        desc="Packets marked CE per second. Lab: the kernel's RED queue "
+                             "of each switch port (lab up --queues red|auto on a kernel "
+                             "with sch_red; none with the drop-tail fallback)."))
         .with_panel(_ts("Queue depth", "bytes",
                         _q(f"aifabric_queue_depth_bytes{sel}",
-                           "{{device}} {{port}} p{{priority}}")))
+                           "{{device}} {{port}} p{{priority}}"),
+                        desc="Bytes in the egress queue. Lab: tc's backlog of the port's "
+                             "one queue (priority 0) at the scrape."))
         .with_panel(_ts("CNPs received per NIC port", "pps",
                         _q(f"rate(aifabric_cnp_received_total{sel}{_RATE})",
-                           "{{device}} {{port}}")))
+                           "{{device}} {{port}}"), desc=SIM_ONLY))
         .with_panel(_ts("Retransmitted bytes per NIC port", "Bps",
                         _q(f"rate(aifabric_retransmitted_bytes_total{sel}{_RATE})",
-                           "{{device}} {{port}}")))
+                           "{{device}} {{port}}"), desc=SIM_ONLY))
         .with_panel(_ts("Drops and errors", "pps",
                         _q(f"rate(aifabric_interface_drops_total{sel}{_RATE}) > 0",
                            "drops {{device}} {{port}} {{direction}}"),
@@ -199,7 +224,8 @@ def collective() -> gd.Dashboard:
     cl = 'aifabric_collective_link_bytes{collective="$collective"}'
     port = "device, port, peer, direction"  # one link direction (port labels of the run)
     return (
-        _dash("aifabric-collective", "aifabric: collective")
+        _dash("aifabric-collective", "aifabric: collective", BACKFILL)
+        .description(SIM_DASHBOARD)
         .with_variable(_var("job", "label_values(aifabric_collective_progress_ratio, training_job)",
                             "job"))
         .with_variable(_var("collective",

@@ -19,6 +19,13 @@ model), all namespaces and daemons at once from a pool of threads:
   and the failures the lab knows of (``lab fail``), and for the fabric as planned;
   ``twin_drift`` is 1 for a group whose next-hop *set* differs from the model's, 0 when
   they agree (the same comparison as ``aifabric lab test``);
+* **queues** (a lab with ``lab up --queues``, :mod:`aifabric.lab.queues`) -- every
+  cable end's egress queue from one ``tc -s -j qdisc show`` per namespace, under the
+  simulation's names: ``queue_depth_bytes`` (tc's backlog, priority 0),
+  ``ecn_marked_packets_total`` (RED's marks; none from a drop-tail queue), the queue's
+  drops added to the port's tx ``interface_drops_total``, and ``link_utilization_ratio``
+  / ``tier_utilization_ratio`` (tx bytes since the previous scrape over the shaped port
+  rate; none at the first scrape);
 * **probes** -- ``ping`` between a fixed sample of NIC pairs on different hosts (3
   echoes 10 ms apart from the source NIC's address, bounded by ``timeout_s``): round
   trip time and loss ratio.
@@ -121,6 +128,8 @@ class Scrape:
     bgp: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # sw -> peers
     probes: list[tuple[int, int, int, float]] = field(default_factory=list)  # sent, got, rtt
     failures: list[dict[str, Any]] = field(default_factory=list)
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # sw -> port -> queue
+    at: float = 0.0  # time.monotonic() when the read started
     seconds: float = 0.0
 
 
@@ -231,6 +240,7 @@ class LabCollector:
         # (device, interface) -> label values of that port, for every cable of the lab
         lids = np.array([lk.link for lk in lay.links], dtype=np.int64)
         self.port_of: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.end_of: dict[tuple[str, str], int] = {}  # 0: the link's a end (sends up)
         for end in (0, 1):
             cols = port_labels(f, lids, end)
             rows = zip(*(cols[k].tolist() for k in PORT_LABELS), strict=True)
@@ -239,6 +249,7 @@ class LabCollector:
                 ifname = lk.if_a if end == 0 else lk.if_b
                 assert (row[0], row[1]) == (dev, ifname), (row, dev, ifname)
                 self.port_of[(dev, ifname)] = tuple(row)
+                self.end_of[(dev, ifname)] = end
         # (switch, BGP peer address) -> label values of the port the session runs on
         self.gw_link = verify.gateway_links(f)
         keys = list(self.gw_link)
@@ -250,6 +261,10 @@ class LabCollector:
             (str(f.nodes.name[node]), ip): tuple(row)
             for (node, ip), row in zip(keys, rows, strict=True)}
         self.switches = list(lay.switches)
+        from aifabric.lab.queues import Queues
+
+        self.queues = Queues.from_state(lab.state.get("queues"))
+        self._last_tx: dict[tuple[str, str], tuple[float, int]] = {}
         dl = device_labels(f, np.array([f.node_id(s) for s in self.switches], dtype=np.int64))
         self.device_of = {s: tuple(str(dl[k][i]) for k in DEVICE_LABELS)
                           for i, s in enumerate(self.switches)}
@@ -295,7 +310,7 @@ class LabCollector:
         from aifabric.lab.core import STATE
 
         t0 = time.perf_counter()
-        out = Scrape()
+        out = Scrape(at=time.monotonic())
         try:
             state = json.loads((self.lab.dir / STATE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -320,6 +335,11 @@ class LabCollector:
             lines = "link show\n" + ("route show table main\n" if d in is_switch else "")
             jobs[("kernel", d)] = self._pool.submit(
                 _run, ["ip", "-n", ns[d], "-json", "-stats", "-batch", "-"], lines, t)
+        if self.queues is not None:
+            from aifabric.lab.queues import read_queues
+
+            for d in devices:
+                jobs[("tc", d)] = self._pool.submit(read_queues, ns[d], t)
         frr = self.lab.dir / "frr"
         for s in self.switches:
             jobs[("frr", s)] = self._pool.submit(
@@ -341,6 +361,9 @@ class LabCollector:
                     out.links[who] = parsed[0]
                     if who in is_switch and len(parsed) > 1:
                         out.routes[who] = parsed[1]
+            elif kind == "tc":
+                if text is not None:
+                    out.queues[who] = text  # type: ignore[assignment]
             elif kind == "frr":
                 peers = None
                 with contextlib.suppress(ValueError, AttributeError):
@@ -376,21 +399,47 @@ class LabCollector:
         byt, pkt, drp, err = (fam(f"aifabric_interface_{k}_total")
                               for k in ("bytes", "packets", "drops", "errors"))
         oper = fam("aifabric_interface_oper_up")
+        depth, marks = fam("aifabric_queue_depth_bytes"), fam("aifabric_ecn_marked_packets_total")
+        util, tier_util = (fam("aifabric_link_utilization_ratio"),
+                           fam("aifabric_tier_utilization_ratio"))
+        per_tier: dict[tuple[str, str], list[float]] = {}
         for dev in sorted(s.links):
+            qs = s.queues.get(dev, {})
             for link in s.links[dev]:
-                labels = self.port_of.get((dev, link.get("ifname", "")))
+                ifname = link.get("ifname", "")
+                labels = self.port_of.get((dev, ifname))
                 if labels is None:
                     continue  # lo, bridges: not a cable of the fabric
                 st = link.get("stats64") or link.get("stats") or {}
+                q = qs.get(ifname)
                 for direction in ("rx", "tx"):
                     c = st.get(direction, {})
                     lv = [*labels, direction]
                     byt.add_metric(lv, float(c.get("bytes", 0)))
                     pkt.add_metric(lv, float(c.get("packets", 0)))
-                    drp.add_metric(lv, float(c.get("dropped", 0)))
+                    # tx: the device's drops and the egress queue's (tc counts those)
+                    dropped = c.get("dropped", 0) + (q.drops if q and direction == "tx"
+                                                     else 0)
+                    drp.add_metric(lv, float(dropped))
                     err.add_metric(lv, float(c.get("errors", 0)))
                 oper.add_metric(list(labels), 1.0 if link.get("operstate") == "UP" else 0.0)
-        yield from (byt, pkt, drp, err, oper)
+                if q is not None:
+                    depth.add_metric([*labels, "0"], float(q.backlog_bytes))
+                    if q.marked is not None:
+                        marks.add_metric(list(labels), float(q.marked))
+                if self.queues is not None:  # utilization: tx bytes since the last scrape
+                    key = (dev, ifname)
+                    tx = int(st.get("tx", {}).get("bytes", 0))
+                    last = self._last_tx.get(key)
+                    self._last_tx[key] = (s.at, tx)
+                    if last is not None and s.at > last[0] and tx >= last[1]:
+                        ratio = (tx - last[1]) * 8 / (self.queues.rate_bps * (s.at - last[0]))
+                        direction = "up" if self.end_of[key] == 0 else "down"
+                        util.add_metric([*labels, direction], ratio)
+                        per_tier.setdefault((labels[3], direction), []).append(ratio)
+        for (tier, direction), vals in sorted(per_tier.items()):
+            tier_util.add_metric([tier, direction], float(np.mean(vals)))
+        yield from (byt, pkt, drp, err, oper, depth, marks, util, tier_util)
         # BGP
         up, uptime, pfx = (fam(n) for n in ("aifabric_bgp_session_up",
                                             "aifabric_bgp_session_uptime_seconds",
