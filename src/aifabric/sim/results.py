@@ -181,13 +181,14 @@ def _jobs_table(f: Fabric, dag: TransferDAG, run: FlowRun, valid: np.ndarray,
     return {k: np.array(v, dtype=object if k == "job" else None) for k, v in j_rows.items()}
 
 _UP_DOWN = np.array(["up", "down"], dtype=object)  # an arc's direction by its parity
+_SHARE_FROM = 4096  # name columns this long share one string per distinct name
 
 
 def _name_objs(names: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """``names[idx]`` as an object array of str, each distinct name made into a Python
     string once (a million transfers name ~100K GPUs: the strings are shared)."""
     idx = np.asarray(idx)
-    if len(idx) < 4096:
+    if len(idx) < _SHARE_FROM:
         return names[idx].astype(object)
     uniq, inv = np.unique(idx, return_inverse=True)
     return names[uniq].astype(object)[inv.reshape(idx.shape)]
