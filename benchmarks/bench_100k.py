@@ -15,7 +15,8 @@ Each case runs twice, each time in a fresh child process pinned to one CPU:
   fabric's arrays, which a simulation holds, plus the workload's peak,
   :func:`aifabric.workload.estimate.estimate_workload`). The estimate must not be below
   the measured peak (the guard would let through a run that does not fit) nor more
-  than twice it (it would refuse runs that fit).
+  than twice it (it would refuse runs that fit); its node and link counts of the fabric
+  must be exact.
 
 Targets (issue #32): plan (build + plan) under 5 s; the ring AllReduce (simulate, the
 routing included) under 10 s. The verdict uses the CPU time (user + sys) of each part:
@@ -75,7 +76,8 @@ def _run(name: str, traced: bool) -> dict[str, Any]:
                                       {"op": "allreduce", "size_bytes": "1GiB",
                                        "gpus": gpus, "channels": 8}]},
                                  base_dir=Path(d), model=SimScenario)
-        est = estimate_fabric(spec).array_bytes + estimate_workload(scn, gpus).peak_bytes
+        fest = estimate_fabric(spec)
+        est = fest.array_bytes + estimate_workload(scn, gpus).peak_bytes
         if traced:
             tracemalloc.start()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -102,6 +104,7 @@ def _run(name: str, traced: bool) -> dict[str, Any]:
             tracemalloc.stop()
     c = r.summary["collectives"][0]
     return {"case": name, "gpus": plan["gpus"], "links": f.n_links,
+            "nodes_ok": fest.nodes == f.n_nodes and fest.links == f.n_links,
             "build_s": t1 - t0, "plan_s": t2 - t1, "route_s": route_s[0],
             "sim_s": t3 - t2, "plan_cpu_s": c2 - c0, "sim_cpu_s": c3 - c2,
             "transfers": r.summary["engine"]["transfers"],
@@ -125,13 +128,14 @@ def main() -> int:
         plan_s = r["build_s"] + r["plan_s"]
         ratio = tr["est_mb"] / tr["traced_mb"]
         ok = (r["plan_cpu_s"] < PLAN_LIMIT_S and r["sim_cpu_s"] < SIM_LIMIT_S
-              and 1.0 <= ratio <= 2.0)
+              and 1.0 <= ratio <= 2.0 and r["nodes_ok"])
         failed |= not ok
         print(f"{name:<14} {r['gpus']:>8,} {r['links']:>8,} {r['plan_cpu_s']:>10.2f} "
               f"{plan_s:>6.2f} {PLAN_LIMIT_S:>5g} {r['route_s']:>7.2f} "
               f"{r['sim_cpu_s']:>9.2f} {r['sim_s']:>6.2f} "
               f"{SIM_LIMIT_S:>5g} {r['peak_mb']:>7.0f} {tr['traced_mb']:>9.0f} "
-              f"{tr['est_mb']:>8.0f} {ratio:>12.2f}  {'ok' if ok else 'OVER'}")
+              f"{tr['est_mb']:>8.0f} {ratio:>12.2f}  {'ok' if ok else 'OVER'}"
+              + ("" if r["nodes_ok"] else "  (guard's node/link count wrong)"))
         out.append(r | {"traced_mb": tr["traced_mb"], "est_mb": tr["est_mb"]})
     if "--json" in sys.argv:
         print(json.dumps(out, indent=2))
