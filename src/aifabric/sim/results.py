@@ -180,6 +180,28 @@ def _jobs_table(f: Fabric, dag: TransferDAG, run: FlowRun, valid: np.ndarray,
                                              / iterations[j])
     return {k: np.array(v, dtype=object if k == "job" else None) for k, v in j_rows.items()}
 
+_UP_DOWN = np.array(["up", "down"], dtype=object)  # an arc's direction by its parity
+_SHARE_FROM = 4096  # name columns this long share one string per distinct name
+
+
+def _name_objs(names: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``names[idx]`` as an object array of str, each distinct name made into a Python
+    string once (a million transfers name ~100K GPUs: the strings are shared)."""
+    idx = np.asarray(idx)
+    if len(idx) < _SHARE_FROM:
+        return names[idx].astype(object)
+    uniq, inv = np.unique(idx, return_inverse=True)
+    return names[uniq].astype(object)[inv.reshape(idx.shape)]
+
+
+def _arc_labels(names: np.ndarray, src_n: np.ndarray, dst_n: np.ndarray,
+                arcs: np.ndarray) -> np.ndarray:
+    """``"<from> -> <to>"`` of each arc in ``arcs``, as str objects (vectorized)."""
+    if not len(arcs):
+        return np.zeros(0, dtype=object)
+    lab = np.strings.add(np.strings.add(names[src_n[arcs]], " -> "), names[dst_n[arcs]])
+    return lab.astype(object)
+
 
 def _links_table(f: Fabric, run: FlowRun, groups: np.ndarray, gnames: list[str],
                  makespan: float) -> Table:
@@ -194,9 +216,9 @@ def _links_table(f: Fabric, run: FlowRun, groups: np.ndarray, gnames: list[str],
     denom = cap[used] / 8.0 * makespan
     return {
         "link": used // 2,
-        "direction": np.where(used % 2 == 0, "up", "down").astype(object),
-        "from": names[src_n[used]].astype(object),
-        "to": names[dst_n[used]].astype(object),
+        "direction": _UP_DOWN[used % 2],
+        "from": _name_objs(names, src_n[used]),
+        "to": _name_objs(names, dst_n[used]),
         "tier": np.array(gnames, dtype=object)[groups[used]],
         "capacity_gbps": cap[used],
         "bytes": run.arc_bytes[used],
@@ -219,14 +241,14 @@ def _transfers_table(f: Fabric, dag: TransferDAG, run: FlowRun, groups: np.ndarr
     bott = run.xfer_bottleneck_arc
     arc_name = np.full(len(cap), "", dtype=object)
     bu = np.unique(bott[bott >= 0])
-    arc_name[bu] = [f"{names[src_n[a]]} -> {names[dst_n[a]]}" for a in bu]
+    arc_name[bu] = _arc_labels(names, src_n, dst_n, bu)
     transfers: Table = {
         "transfer": np.arange(dag.n_transfers),
         "stage": xs,
         "job": np.array([*dag.jobs, ""], dtype=object)[xjob],
         "collective": dag.stage_coll[xs],
-        "src_gpu": names[dag.src].astype(object),
-        "dst_gpu": names[dag.dst].astype(object),
+        "src_gpu": _name_objs(names, dag.src),
+        "dst_gpu": _name_objs(names, dag.dst),
         "size_bytes": dag.size_bytes,
         "repeat": dag.repeat[xs],
         "start_ns": run.xfer_start_ns,
@@ -336,9 +358,9 @@ def collective_links(f: Fabric, dag: TransferDAG, paths: Paths, xfer_conn: np.nd
         "collective": c_names[coll] if nc else np.zeros(0, object),
         "job": c_jobs[coll] if nc else np.zeros(0, object),
         "link": arc // 2,
-        "direction": np.where(arc % 2 == 0, "up", "down").astype(object),
-        "from": names[src_n[arc]].astype(object),
-        "to": names[dst_n[arc]].astype(object),
+        "direction": _UP_DOWN[arc % 2],
+        "from": _name_objs(names, src_n[arc]),
+        "to": _name_objs(names, dst_n[arc]),
         "tier": np.array(gnames, dtype=object)[groups[arc]],
         # whole numbers as integers: the csv writer formats floats 20x slower
         "capacity_gbps": (cap[arc].astype(np.int64) if (cap == np.round(cap)).all()

@@ -68,7 +68,8 @@ def _select(pool: GpuPool, spec: CollectiveSpec | JobSpec, where: str, taken: np
             return None
     sel = list(spec.gpus)
     if sel and isinstance(sel[0], str):
-        lookup = _NAMES.get(id(pool), {})
+        names = _NAMES.get(id(pool))
+        lookup = names.table() if names is not None else {}
         pos = [lookup.get(str(s), -1) for s in sel]
         bad = [s for s, p in zip(sel, pos, strict=True) if p < 0]
         if bad:
@@ -95,7 +96,22 @@ def _select(pool: GpuPool, spec: CollectiveSpec | JobSpec, where: str, taken: np
     return arr
 
 
-_NAMES: dict[int, dict[str, int]] = {}  # GPU name -> pool position, while compiling
+class _GpuNames:
+    """GPU name -> pool position, made on first use (only a scenario that names its GPUs
+    needs it; on a 100K-GPU fabric it costs a quarter of a second)."""
+
+    def __init__(self, f: Fabric, pool: GpuPool) -> None:
+        self.f, self.pool = f, pool
+        self._table: dict[str, int] | None = None
+
+    def table(self) -> dict[str, int]:
+        if self._table is None:
+            names = self.f.nodes.name[self.pool.node].tolist()
+            self._table = dict(zip(names, range(len(names)), strict=True))
+        return self._table
+
+
+_NAMES: dict[int, _GpuNames] = {}  # GPU names of a pool, while compiling
 
 
 def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
@@ -104,7 +120,7 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     pool = gpu_pool(f)
     # refuse, before placing or compiling anything, a workload too big for the memory limit
     check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f))
-    _NAMES[id(pool)] = {str(f.nodes.name[n]): i for i, n in enumerate(pool.node)}
+    _NAMES[id(pool)] = _GpuNames(f, pool)
     taken = np.zeros(len(pool.node), dtype=bool)
     problems: list[Problem] = []
     seed = int(getattr(scn, "seed", 0) or 0)
