@@ -29,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils
 from numba.core.dispatcher import Dispatcher
+from numba.extending import intrinsic
 
 from aifabric.sim.packet import heap
 from aifabric.sim.packet.heap import hpop, hpush
@@ -273,10 +275,7 @@ from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, nscc, rccc, timel
 
 # ---------------------------------------------------------------------- frames
 @njit(cache=True)
-def new_pkt(S, q, kind, seq, pay, size, tc, rev, ts):
-    KI = S[KI_]
-    G = S[G_]
-    FREE = S[FREE_]
+def new_pkt(G, KI, FREE, q, kind, seq, pay, size, tc, rev, ts):
     n = G[NFREE] - 1
     G[NFREE] = n
     k = FREE[n]
@@ -299,16 +298,13 @@ def new_pkt(S, q, kind, seq, pay, size, tc, rev, ts):
 
 
 @njit(cache=True)
-def free_pkt(S, k):
-    G = S[G_]
-    S[FREE_][G[NFREE]] = k
+def free_pkt(G, FREE, k):
+    FREE[G[NFREE]] = k
     G[NFREE] += 1
 
 
 @njit(cache=True)
-def q_append(S, p, tc, k):
-    PT = S[PT_]
-    KI = S[KI_]
+def q_append(PT, KI, p, tc, k):
     KI[k, K_NEXT] = -1
     t = PT[p, T_QT, tc]
     if t < 0:
@@ -319,9 +315,7 @@ def q_append(S, p, tc, k):
 
 
 @njit(cache=True)
-def q_popleft(S, p, tc):
-    PT = S[PT_]
-    KI = S[KI_]
+def q_popleft(PT, KI, p, tc):
     k = PT[p, T_QH, tc]
     nx = KI[k, K_NEXT]
     PT[p, T_QH, tc] = nx
@@ -331,9 +325,8 @@ def q_popleft(S, p, tc):
 
 
 @njit(cache=True)
-def send_frame(S, p, k, now):
+def send_frame(G, CI, PI, PF, KI, HT, p, k, now):
     """Frame ``k`` goes on the wire of port ``p`` at ``now``; returns when it ends."""
-    G, CI, PI, PF, KI = S[G_], S[CI_], S[PI_], S[PF_], S[KI_]
     size = KI[k, K_SIZE]
     end = now + int((size + CI[OVH]) * PF[p, P_PPB] + 0.5)
     PI[p, P_BUSY] = end
@@ -344,7 +337,7 @@ def send_frame(S, p, k, now):
     t = PI[p, P_FT]
     if t < 0:
         PI[p, P_FH] = k
-        hpush(S[HT_], G, at, E_ARRIVE, p, ZERO)
+        hpush(HT, G, at, E_ARRIVE, p, ZERO)
     else:
         KI[t, K_NEXT] = k
     PI[p, P_FT] = k
@@ -352,14 +345,13 @@ def send_frame(S, p, k, now):
 
 
 @njit(cache=True)
-def stamp(S, p, k, now, qbytes):
+def stamp(PI, PF, KI, KF, p, k, now, qbytes):
     """HPCC in-band telemetry: (B, bytes sent, time, queue) of egress ``p``."""
-    KI, KF = S[KI_], S[KF_]
     n = KI[k, K_NINT]
     if n >= KF.shape[1]:  # (a sprayed frame on a longer path than its route: no room)
         return
-    KF[k, n, 0] = S[PF_][p, P_GBPS]
-    KF[k, n, 1] = S[PI_][p, P_TXB]
+    KF[k, n, 0] = PF[p, P_GBPS]
+    KF[k, n, 1] = PI[p, P_TXB]
     KF[k, n, 2] = now
     KF[k, n, 3] = qbytes
     KI[k, K_NINT] = n + 1
@@ -456,7 +448,7 @@ def ev_feedback(S, q, echo):
 
 
 @njit(cache=True)
-def ev_pick(S, q, rev, hop, node, ev):
+def ev_pick(CI, QI, QR, T, q, rev, hop, node, ev):
     """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``: data,
     or an ACK/NAK echoing the data's value) carrying entropy value ``ev`` on its
     ``hop``-th arc: the switch's own ECMP hash of the frame's header
@@ -465,7 +457,6 @@ def ev_pick(S, q, rev, hop, node, ev):
     member of its group toward the destination (``hash mod n``, or through the member
     table). The route's own port where the switch has no group of the right length (as
     :func:`lb_pick`)."""
-    CI, QI, QR, T = S[CI_], S[QI_], S[QR_], S[LBT_]
     rp = QR[q, rev, hop]
     row = T[node]
     d = QI[q, Q_DSTI + rev]
@@ -492,7 +483,7 @@ def ev_pick(S, q, rev, hop, node, ev):
 
 
 @njit(cache=True)
-def lb_pick(S, q, rev, hop, node, now):
+def lb_pick(CI, PI, QI, QR, T, RNG, q, rev, hop, node, now):
     """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``) on
     its ``hop``-th arc, under per-packet load balancing (``packet.lb``): a member of the
     ECMP group of ``node`` toward the frame's destination, by spray (random or round
@@ -501,7 +492,6 @@ def lb_pick(S, q, rev, hop, node, now):
     when the switch has no group toward the destination or the group's paths are not as
     long as what is left of the route (a route of another policy): the frame keeps its
     hop count, so it reaches the destination after exactly the route's hops."""
-    CI, PI, QI, QR, T = S[CI_], S[PI_], S[QI_], S[QR_], S[LBT_]
     rp = QR[q, rev, hop]
     row = T[node]
     d = QI[q, Q_DSTI + rev]
@@ -522,7 +512,7 @@ def lb_pick(S, q, rev, hop, node, now):
             i = T[r]
             T[r] = i + 1 if i + 1 < n else 0
             return T[lo + i]
-        i = int(rand_lb(S[RNG_]) * n)
+        i = int(rand_lb(RNG) * n)
         return T[lo + (i if i < n else n - 1)]
     gap = CI[LB_GAP]
     fl = CI[QX_QL] + 2 * (rev * CI[QX_H] + hop)  # flowlet state: last time, port
@@ -554,28 +544,27 @@ def lb_pick(S, q, rev, hop, node, now):
 
 
 @njit(cache=True)
-def wred(S, p, k, qb):
+def wred(PI, PF, KI, RNG, p, k, qb):
     """WRED ECN marking of frame ``k`` on switch egress port ``p`` by ``qb``, the bytes
     of its class's queue (ahead of it on enqueue, behind it on dequeue), with the port's
     own profile: no mark up to Kmin, probability rising linearly to Pmax at Kmax, a mark
     from Kmax. Only data frames are marked."""
-    PI, KI = S[PI_], S[KI_]
     kmin = PI[p, P_KMIN]
     if qb <= kmin or KI[k, K_KIND] != DATA:
         return
     kmax = PI[p, P_KMAX]
-    if qb >= kmax or rand01(S[RNG_]) < S[PF_][p, P_PMAX] * (qb - kmin) / (kmax - kmin):
+    if qb >= kmax or rand01(RNG) < PF[p, P_PMAX] * (qb - kmin) / (kmax - kmin):
         KI[k, K_CE] = 1
         PI[p, P_ECN] += 1
 
 
 # ---------------------------------------------------------------------- egress
 @njit(cache=True)
-def release(S, node, inp, tc, size):
+def release(CI, NU, PT, node, inp, tc, size):
     """A frame of class ``tc`` that came in over ``inp`` leaves switch ``node``'s buffer:
     its bytes leave the PFC headroom first (while the priority group holds any), then
-    the shared pool; XON once the ingress is at or below XON with its headroom empty."""
-    NU, PT = S[NU_], S[PT_]
+    the shared pool; True: the ingress is at or below XON with its headroom empty, the
+    caller sends XON (:func:`send_pause`)."""
     NU[node, U_USED] -= size
     h = PT[inp, T_HDRM, tc]
     if h > 0:
@@ -584,18 +573,19 @@ def release(S, node, inp, tc, size):
         NU[node, U_HUSED] -= d
     ing = PT[inp, T_ING, tc] - size
     PT[inp, T_ING, tc] = ing
-    if PT[inp, T_XOFF, tc] != 0 and ing <= S[CI_][XON] and PT[inp, T_HDRM, tc] == 0:
+    if PT[inp, T_XOFF, tc] != 0 and ing <= CI[XON] and PT[inp, T_HDRM, tc] == 0:
         PT[inp, T_XOFF, tc] = 0
-        send_pause(S, inp, tc, ZERO)
+        return True
+    return False
 
 
 @njit(cache=True)
-def drop(S, p, tc, k):
+def drop(G, PI, PT, FREE, p, tc, k):
     """Frame ``k`` of class ``tc`` is dropped at egress port ``p``."""
-    S[PI_][p, P_DROPS] += 1
-    S[PT_][p, T_DROPS, tc] += 1
-    S[G_][DROPS] += 1
-    free_pkt(S, k)
+    PI[p, P_DROPS] += 1
+    PT[p, T_DROPS, tc] += 1
+    G[DROPS] += 1
+    free_pkt(G, FREE, k)
 
 
 @njit(cache=True)
@@ -608,7 +598,7 @@ def tx_start(S, p):
     for i in range(CI[NTC]):
         tc = CI[TC0 + i]
         if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
-            k = q_popleft(S, p, tc)
+            k = q_popleft(PT, KI, p, tc)
             size = KI[k, K_SIZE]
             PT[p, T_QB, tc] -= size
             PI[p, P_QTOT] -= size
@@ -622,15 +612,18 @@ def tx_start(S, p):
     size = KI[k, K_SIZE]
     if PI[p, P_HOST] == 0:  # free the switch buffer; XON when the ingress drains
         tc = KI[k, K_TC]
-        release(S, PI[p, P_SRC], KI[k, K_INP], tc, size)
+        inp = KI[k, K_INP]
+        if release(CI, S[NU_], PT, PI[p, P_SRC], inp, tc, size):
+            send_pause(S, inp, tc, ZERO)
         if CI[ECN_DEQ] != 0 and CI[ECN_ON] != 0:  # marked on the queue it leaves behind
-            wred(S, p, k, PT[p, T_QB, tc])
+            wred(PI, S[PF_], KI, S[RNG_], p, k, PT[p, T_QB, tc])
         if CI[INT_ON] != 0 and KI[k, K_KIND] == DATA:
-            stamp(S, p, k, now, PT[p, T_QB, tc])
-    end = send_frame(S, p, k, now)
+            stamp(PI, S[PF_], KI, S[KF_], p, k, now, PT[p, T_QB, tc])
+    HT = S[HT_]
+    end = send_frame(G, CI, PI, S[PF_], KI, HT, p, k, now)
     if PI[p, P_NQP] > 0 or PI[p, P_QTOT] > 0:
         PI[p, P_TXEV] = 1
-        hpush(S[HT_], G, end, E_TXDONE, p, ZERO)
+        hpush(HT, G, end, E_TXDONE, p, ZERO)
 
 
 @njit(cache=True)
@@ -681,9 +674,10 @@ def pull(S, p, now):
         if pay > CI[MTU]:
             pay = CI[MTU]
         size = pay + CI[HDR]
-        k = new_pkt(S, q, DATA, seq, pay, size, QI[q, Q_TC], ZERO, now)
+        KI = S[KI_]
+        k = new_pkt(G, KI, S[FREE_], q, DATA, seq, pay, size, QI[q, Q_TC], ZERO, now)
         if CI[EV_ALG] != 0:
-            S[KI_][k, K_EV] = ev_next(S, q)
+            KI[k, K_EV] = ev_next(S, q)
         if seq < QI[q, Q_HIGH]:
             QI[q, Q_RETX] += pay
             G[RETX] += pay
@@ -809,7 +803,7 @@ def reply(S, q, kind, seq, tc, data):
     G, CI, PI, PT, KI, KF, QI, QR = S[G_], S[CI_], S[PI_], S[PT_], S[KI_], S[KF_], S[QI_], S[QR_]
     now = G[NOW]
     size = CI[ACKB]
-    k = new_pkt(S, q, kind, seq, ZERO, size, tc, ONE, now)
+    k = new_pkt(G, KI, S[FREE_], q, kind, seq, ZERO, size, tc, ONE, now)
     if data >= 0:
         if KI[data, K_EV] >= 0:  # the entropy value it answers, and its ECN mark
             KI[k, K_EV] = KI[data, K_EV] + (65536 if KI[data, K_CE] != 0 else 0)
@@ -821,7 +815,7 @@ def reply(S, q, kind, seq, tc, data):
                 KF[k, i, j] = KF[data, i, j]
         KI[k, K_NINT] = n
     p = QR[q, 1, 0]
-    q_append(S, p, tc, k)
+    q_append(PT, KI, p, tc, k)
     PT[p, T_QB, tc] += size
     PI[p, P_QTOT] += size
     kick(S, p)
@@ -954,16 +948,16 @@ def host_receive(S, k):
             reply(S, q, ACK, rcv, QI[q, Q_TC], k)
         if CI[CC] >= CC_RCCC:  # RCCC: the packet asks the receiver for credit
             rccc.on_data(S, q, S[PI_][QR[q, 1, 0], P_SRC])
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         return done
     if kind == CREDIT:
         rccc.on_credit(S, q, KI[k, K_SEQ])
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         kick(S, QI[q, Q_PORT])
         return -1
     if kind == TRIM:  # a trimmed packet's header: NACK it at once, at high priority
         reply(S, q, TNAK, KI[k, K_SEQ], CI[CTC], k)
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         return -1
     if kind == TNAK:  # the sender: retransmit the trimmed packet
         QI[q, Q_TNAKS] += 1
@@ -979,13 +973,13 @@ def host_receive(S, k):
                 QI[q, Q_SNDNXT] = seq
             if CI[CC] in (CC_NSCC, CC_NSCC_RCCC):  # NSCC: a trimmed packet's NACK
                 nscc.on_nak(S, q, now, CI[MTU])
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         kick(S, QI[q, Q_PORT])
         return -1
     if kind == CNP:
         QI[q, Q_CNPS] += 1
         cc_on_cnp(S, q, now)
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         return -1
     seq = KI[k, K_SEQ]
     ev_feedback(S, q, KI[k, K_EV])
@@ -1019,7 +1013,7 @@ def host_receive(S, k):
     cc_on_ack(S, q, now, k)
     if QI[q, Q_SNDUNA] >= QI[q, Q_SIZE] and QI[q, Q_ACKEDAT] < 0:
         QI[q, Q_ACKEDAT] = now
-    free_pkt(S, k)
+    free_pkt(S[G_], S[FREE_], k)
     kick(S, QI[q, Q_PORT])
     return -1
 
@@ -1040,7 +1034,7 @@ def rx_arrive(S, k, inp):
         PI[inp, P_DROPS] += 1
         PT[inp, T_DROPS, tc] += 1
         G[DROPS] += 1
-        free_pkt(S, k)
+        free_pkt(S[G_], S[FREE_], k)
         return
     NU[node, U_RXB] = b
     if CI[HOST_PFC] != 0 and LL[tc] != 0 and b > NU[node, U_HXOFF] and \
@@ -1183,14 +1177,46 @@ def cc_on_ack(S, q, now, k):
 
 
 # ---------------------------------------------------------------------- the loop
+@intrinsic
+def _borrowed(typingctx, a):
+    """A view of array ``a`` that holds no reference (no meminfo, no parent): numba's
+    reference counting of it is a null test instead of an atomic add. Only for arrays
+    that outlive every use of the view (see :func:`run`)."""
+    def codegen(context, builder, sig, args):
+        view = cgutils.create_struct_proxy(sig.return_type)(context, builder, value=args[0])
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)
+        view.parent = cgutils.get_null_value(view.parent.type)
+        return view._getvalue()
+    return a(a), codegen
+
+
 @njit(cache=True)
 def run(S, limit, py_t, py_s):
     """Process events in (time, seq) order while they come before the Python event list's
     head ``(py_t, py_s)`` and not after ``limit``; see the module docstring for what it
-    returns."""
+    returns.
+
+    Every compiled function that takes the state tuple would increment and decrement the
+    reference count of each of its arrays on entry and exit, an atomic operation each
+    (measured: over a quarter of the loop's time). The loop runs on borrowed views of
+    the arrays instead (:func:`_borrowed`): the caller's ``S`` keeps them alive for the
+    whole call, and nothing in the loop allocates, resizes or keeps an array (growing
+    them is Python's, between calls)."""
+    B = (_borrowed(S[0]), _borrowed(S[1]), _borrowed(S[2]), _borrowed(S[3]),
+         _borrowed(S[4]), _borrowed(S[5]), _borrowed(S[6]), _borrowed(S[7]),
+         _borrowed(S[8]), _borrowed(S[9]), _borrowed(S[10]), _borrowed(S[11]),
+         _borrowed(S[12]), _borrowed(S[13]), _borrowed(S[14]), _borrowed(S[15]),
+         _borrowed(S[16]), _borrowed(S[17]), _borrowed(S[18]))
+    return loop(B, limit, py_t, py_s)
+
+
+@njit(cache=True)
+def loop(S, limit, py_t, py_s):
+    """The event loop of :func:`run`, on the borrowed views."""
     G, CI, CF, HT, PI, PT, PQ, NU, LL, KI, QI, QR = (S[G_], S[CI_], S[CF_], S[HT_], S[PI_],
                                                     S[PT_], S[PQ_], S[NU_], S[LL_], S[KI_],
                                                     S[QI_], S[QR_])
+    PF, KF, FREE, RNG, LBT = S[PF_], S[KF_], S[FREE_], S[RNG_], S[LBT_]
     xoff_b = CI[XOFF]
     ecn_enq = CI[ECN_ON] != 0 and CI[ECN_DEQ] == 0  # WRED marks on admission
     ecn_deq = CI[ECN_ON] != 0 and CI[ECN_DEQ] != 0  # ... or when the frame leaves
@@ -1246,7 +1272,7 @@ def run(S, limit, py_t, py_s):
                 PI[inp, P_DROPS] += 1
                 PT[inp, T_DROPS, KI[k, K_TC]] += 1
                 G[DROPS] += 1
-                free_pkt(S, k)
+                free_pkt(G, FREE, k)
                 continue
             q = KI[k, K_QP]
             rev = KI[k, K_DIR]
@@ -1262,16 +1288,17 @@ def run(S, limit, py_t, py_s):
                     G[COUNT] += n
                     return R_DONE
                 continue
-            if lb_on and S[LBT_][PI[inp, P_DST]] >= 0:  # at a switch: per packet
-                p = lb_pick(S, q, rev, hop, PI[inp, P_DST], t)
-            elif ev_on and KI[k, K_EV] >= 0 and S[LBT_][PI[inp, P_DST]] >= 0:
-                p = ev_pick(S, q, rev, hop, PI[inp, P_DST], KI[k, K_EV])  # the switch's hash
+            if lb_on and LBT[PI[inp, P_DST]] >= 0:  # at a switch: per packet
+                p = lb_pick(CI, PI, QI, QR, LBT, RNG, q, rev, hop, PI[inp, P_DST], t)
+            elif ev_on and KI[k, K_EV] >= 0 and LBT[PI[inp, P_DST]] >= 0:
+                p = ev_pick(CI, QI, QR, LBT, q, rev, hop, PI[inp, P_DST],
+                            KI[k, K_EV])  # the switch's hash
             else:
                 p = QR[q, rev, hop]
             tc = KI[k, K_TC]
             size = KI[k, K_SIZE]
             if PI[p, P_HOST] != 0:  # a NIC forwarding (not used by routes from the router)
-                q_append(S, p, tc, k)
+                q_append(PT, KI, p, tc, k)
                 PT[p, T_QB, tc] += size
                 PI[p, P_QTOT] += size
                 kick(S, p)
@@ -1306,18 +1333,18 @@ def run(S, limit, py_t, py_s):
                 if ing - hd + size > thr or size > free:
                     # past the XOFF threshold: into the headroom (XOFF sent)
                     if hd + size > PI[inp, P_HEADROOM] or u + size > buf:
-                        drop(S, p, tc, k)
+                        drop(G, PI, PT, FREE, p, tc, k)
                         continue
                     to_h = True
                 PT[inp, T_ING, tc] = ing + size
             else:
                 if size > free or qb + size > alpha * (free - size):
-                    drop(S, p, tc, k)
+                    drop(G, PI, PT, FREE, p, tc, k)
                     continue
                 PT[inp, T_ING, tc] += size
             KI[k, K_INP] = inp
             if ecn_enq and qb > PI[p, P_KMIN]:  # on the queue ahead of the frame
-                wred(S, p, k, qb)
+                wred(PI, PF, KI, RNG, p, k, qb)
             if PI[p, P_QTOT] == 0 and PI[p, P_TXEV] == 0 and PI[p, P_BUSY] <= t and \
                     PT[p, T_PAUSED, tc] == 0:
                 # the port is idle and nothing waits: straight onto the wire (what
@@ -1325,9 +1352,9 @@ def run(S, limit, py_t, py_s):
                 if size > PT[p, T_QPEAK, tc]:
                     PT[p, T_QPEAK, tc] = size
                 if int_on and KI[k, K_KIND] == DATA:
-                    stamp(S, p, k, t, ZERO)
+                    stamp(PI, PF, KI, KF, p, k, t, ZERO)
                 PT[inp, T_ING, tc] -= size
-                send_frame(S, p, k, t)
+                send_frame(G, CI, PI, PF, KI, HT, p, k, t)
                 continue
             if to_h:
                 PT[inp, T_HDRM, tc] += size
@@ -1341,7 +1368,7 @@ def run(S, limit, py_t, py_s):
             PI[p, P_QTOT] += size
             if qb > PT[p, T_QPEAK, tc]:
                 PT[p, T_QPEAK, tc] = qb
-            q_append(S, p, tc, k)
+            q_append(PT, KI, p, tc, k)
             if PI[p, P_TXEV] == 0:
                 if PI[p, P_BUSY] > t:
                     PI[p, P_TXEV] = 1
@@ -1360,7 +1387,7 @@ def run(S, limit, py_t, py_s):
             for i in range(ntc):
                 tc = CI[TC0 + i]
                 if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
-                    k = q_popleft(S, p, tc)
+                    k = q_popleft(PT, KI, p, tc)
                     break
             if k < 0:
                 continue
@@ -1368,11 +1395,13 @@ def run(S, limit, py_t, py_s):
             PT[p, T_QB, tc] -= size
             PI[p, P_QTOT] -= size
             if ecn_deq:  # WRED on the queue the frame leaves behind
-                wred(S, p, k, PT[p, T_QB, tc])
-            release(S, PI[p, P_SRC], KI[k, K_INP], tc, size)  # XON when the ingress drains
+                wred(PI, PF, KI, RNG, p, k, PT[p, T_QB, tc])
+            inp = KI[k, K_INP]
+            if release(CI, NU, PT, PI[p, P_SRC], inp, tc, size):
+                send_pause(S, inp, tc, ZERO)  # XON: the ingress drained
             if int_on and KI[k, K_KIND] == DATA:
-                stamp(S, p, k, t, PT[p, T_QB, tc])
-            end = send_frame(S, p, k, t)
+                stamp(PI, PF, KI, KF, p, k, t, PT[p, T_QB, tc])
+            end = send_frame(G, CI, PI, PF, KI, HT, p, k, t)
             if PI[p, P_QTOT] > 0:
                 PI[p, P_TXEV] = 1
                 hpush(HT, G, end, E_TXDONE, p, ZERO)
