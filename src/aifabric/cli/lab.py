@@ -454,8 +454,8 @@ def deploy_cmd(
                                        metavar="SECONDS",
                                        help="how long each switch's health gate waits"),
 ) -> None:
-    """Deploy a changed spec to the running lab (`lab up --ssh`) through the build's
-    playbooks: a canary per plane, then batches; a failed batch is rolled back."""
+    """Deploy a changed spec to the running lab (started with lab up --ssh) through the
+    build's playbooks: a canary per plane, then batches; a failed batch is rolled back."""
     import re
 
     from aifabric.errors import Problem, SpecError

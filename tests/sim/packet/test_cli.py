@@ -145,3 +145,17 @@ def test_spraying_onto_go_back_n_receivers_is_allowed_and_its_cost_printed(cli, 
     assert ro["naks"] > 0 and ro["retx_bytes"] > 0
     assert f"{ro['naks']:,} NAKs" in line
     assert f"{ro['retx_bytes'] / 1e6:.2f} MB retransmitted" in line
+
+
+def test_a_sprayed_run_with_no_transfer_on_the_network_runs(cli, tmp_path):
+    """A collective of one GPU under per-packet spraying puts nothing on the network (no
+    port at all): it runs and reports zero packets instead of failing in the tables of
+    load balancing (found by the scenario fuzzer)."""
+    s = tmp_path / "one.yaml"
+    s.write_text("name: one\nspec:\n  name: s\n  hosts: {count: 4, nics_per_host: 2, "
+                 "gpus_per_host: 2}\n  topology: {family: clos, leaf: {model: tomahawk3}, "
+                 "spine: {model: tomahawk3}}\nsim: packet\ncollectives:\n  - {op: allreduce, "
+                 "size_bytes: 4KiB, gpus: 1}\nrouting: {policy: spray}\n")
+    r = cli("simulate", s, "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["packet"]["delivered_bytes"] == 0

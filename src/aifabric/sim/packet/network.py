@@ -597,10 +597,13 @@ class Network:
             self.LBT = np.full(n_nodes, -1, dtype=i64)
             self.lb_offsets = (0, n_nodes, n_nodes, n_nodes, n_nodes)
             return
-        arc_pid = np.full(int(self.PI[:, L.P_ARC].max()) + 1, -1, dtype=i64)
+        # (no port at all: a run whose transfers all stay inside hosts)
+        arc_pid = np.full(int(self.PI[:, L.P_ARC].max(initial=-1)) + 1, -1, dtype=i64)
         arc_pid[self.PI[:, L.P_ARC]] = np.arange(len(self.PI))
         ga = np.asarray(lb.arcs, dtype=i64)
-        missing = ga[(ga >= len(arc_pid)) | (arc_pid[np.minimum(ga, len(arc_pid) - 1)] < 0)]
+        missing = ga[(ga >= len(arc_pid))
+                     | (arc_pid[np.clip(ga, 0, max(len(arc_pid) - 1, 0))] < 0)] \
+            if len(arc_pid) else ga
         if len(missing):
             raise ValueError(f"load-balancing member arc {int(missing[0])} has no port "
                              "(add the groups' arcs to used_arcs)")
