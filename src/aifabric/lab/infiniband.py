@@ -446,10 +446,24 @@ def compare(lab: IbLab) -> dict[str, Any]:
               "opensm_port": int(a[s, dests[d]]), "twin_port": int(b[s, dests[d]])}
              for s, d in zip(ss[:20], dd[:20], strict=True)]
     return {"engine": lab.engine, "lmc": lab.lmc, "switches": int(seen.sum()),
+            "opensm_engines": opensm_engines(lab),
+            "twin_fallback": {int(k): v for k, v in
+                              twin.info.get("fallback_why", {}).items()},
             "subnets": len(_subnets(sn)), "destinations": len(dests),
             "entries_compared": int(own.sum()),
             "differences": int(diff.sum()), "first_differences": shown,
             "twin": twin}
+
+
+def opensm_engines(lab: IbLab) -> list[str]:
+    """The engine each subnet's OpenSM last routed with (its log's "<engine> tables
+    configured on all switches"): ``minhop`` where the configured engine fell back."""
+    out = []
+    for k in range(int(lab.state.get("subnets", 1))):
+        used = re.findall(r"(\w+) tables configured on all switches",
+                          _read(lab.dir / "ib" / f"opensm-{k}.log"))
+        out.append(used[-1] if used else "")
+    return out
 
 
 def twin_tables(lab: IbLab, sw_lid: np.ndarray, ca_lid: np.ndarray,
