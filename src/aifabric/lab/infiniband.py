@@ -448,11 +448,13 @@ def compare(lab: IbLab) -> dict[str, Any]:
     return {"engine": lab.engine, "lmc": lab.lmc, "switches": int(seen.sum()),
             "opensm_engines": opensm_engines(lab),
             "twin_fallback": {int(k): v for k, v in
-                              twin.info.get("fallback_why", {}).items()},
+                              twin.info.get("fallback_why", {}).items()
+                              if int(k) in set(sn.component[sn.ca_sw[sn.ca_sw >= 0]]
+                                               .tolist())},
             "subnets": len(_subnets(sn)), "destinations": len(dests),
             "entries_compared": int(own.sum()),
             "differences": int(diff.sum()), "first_differences": shown,
-            "twin": twin}
+            "twin": twin, "ca_lid_now": ca_lid}
 
 
 def opensm_engines(lab: IbLab) -> list[str]:
@@ -472,6 +474,10 @@ def twin_tables(lab: IbLab, sw_lid: np.ndarray, ca_lid: np.ndarray,
     failure a re-sweep that keeps the entries still on a live least-hop port (as OpenSM
     does when it does not ignore the switches' existing tables)."""
     sn = lab.subnet
+    first = lab.state.get("lids")
+    if first:  # the LIDs of the first sweep: those of ports a failure cut off since
+        sw_lid = np.where(np.asarray(first["sw"]) > 0, np.asarray(first["sw"]), sw_lid)
+        ca_lid = np.where(np.asarray(first["ca"]) > 0, np.asarray(first["ca"]), ca_lid)
     twin = lfts(sn, lab.engine, lmc=lab.lmc, sw_lid=sw_lid, ca_lid=ca_lid)
     lost: list[int] = []
     for f in lab.state.get("failures", []):
@@ -495,13 +501,15 @@ def test(lab: IbLab) -> dict[str, Any]:
 
     out = compare(lab)
     twin: Lfts = out.pop("twin")
+    lid_now = out.pop("ca_lid_now")
     sn = lab.subnet
     paths = bad = 0
     now = _failed_subnet(lab)
-    live = np.flatnonzero((twin.ca_lid > 0) & (now.ca_sw >= 0))
+    live = np.flatnonzero((lid_now > 0) & (now.ca_sw >= 0))
     for i in live[:4]:
         for j in live[-4:]:
-            if i == j or sn.component[sn.ca_sw[i]] != sn.component[sn.ca_sw[j]]:
+            if i == j or sn.component[sn.ca_sw[i]] != sn.component[sn.ca_sw[j]] or \
+                    now.component[now.ca_sw[i]] != now.component[now.ca_sw[j]]:
                 continue
             want = [(f"{int(sn.sw_guid[s]):x}", p)
                     for s, p in trace(twin, int(i), int(twin.ca_lid[j]))]
@@ -534,6 +542,9 @@ def fail(lab: IbLab, what: str) -> dict[str, Any]:
         ports = list(range(1, int(sn.nports[s]) + 1))
         cmd = f'Unlink "{name}"'
     links = [int(sn.port_link[s, p]) for p in ports if sn.port_link[s, p] >= 0]
+    if "lids" not in lab.state:  # before the first failure: every port has its LID
+        sw_lid, ca_lid, _ = read_lids(lab)
+        lab.state["lids"] = {"sw": sw_lid.tolist(), "ca": ca_lid.tolist()}
     k = int(np.searchsorted(np.unique(sn.component), sn.component[s]))
     before = _sweeps(lab.dir, k)
     with open(lab.dir / "ib" / "console", "w") as fifo:
