@@ -155,3 +155,53 @@ def test_the_cli_runs_the_lab(tmp_path, cli):
     finally:
         r = cli("lab", "down", "--dir", d)
     assert r.code == 0 and not d.exists()
+
+
+def test_partitions_load_on_opensm_and_give_each_tenant_its_pkey(tmp_path, monkeypatch):
+    """A partitions.conf with two tenants, on the real OpenSM: it loads (no partition
+    error in its log) and every HCA port's P_Key table, read with `smpquery pkeys`, is
+    the plan's: a tenant's port the default P_Key as a limited member (0x7fff) at index 0
+    and its tenant's P_Key as a full member (0x8000 | pkey) at index NCCL_IB_PKEY; a
+    port of no tenant the default as a full member (0xffff) alone."""
+    from aifabric.configs.infiniband import nccl_pkey_index
+    from aifabric.lab import infiniband as ib
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    parts = [{"name": "tenant-a", "pkey": "0x0101", "hosts": ["host-s00-h000",
+                                                               "host-s00-h001"]},
+             {"name": "tenant-b", "pkey": 0x0202, "hosts": ["host-s01-h000"]}]
+    spec = _spec(tmp_path, {**FAT, "infiniband": {"partitions": parts}})
+    d = tmp_path / "lab"
+    lab = ib.up(spec, "hosts=4,rails=4,segments=4,pods=4,uplinks=4", d)
+    try:
+        log = (d / "ib" / "opensm-0.log").read_text(errors="replace")
+        assert not [x for x in log.splitlines() if "ERR" in x and
+                    ("prtn" in x.lower() or "partition" in x.lower())]
+        _, ca_lid, _ = ib.read_lids(lab)
+        sn = lab.subnet
+        f = lab.fabric
+        pkey_of = {h: int(p["pkey"], 0) if isinstance(p["pkey"], str) else p["pkey"]
+                   for p in parts for h in p["hosts"]}
+        seen = {"tenant": 0, "free": 0}
+        for c in range(sn.n_ca_ports):
+            host = str(f.nodes.name[f.host_node[f.nodes.host[sn.ca_node[c]]]])
+            text = ib._diag(lab, ["smpquery", "pkeys", str(int(ca_lid[c])),
+                                  str(int(sn.ca_portnum[c]))], int(sn.ca_sw[c]))
+            table = [int(x, 16) for ln in text.splitlines() if ":" in ln and
+                     ln.strip()[0].isdigit() for x in ln.split(":", 1)[1].split()]
+            keys = [k for k in table if k & 0x7FFF]
+            if host in pkey_of:
+                assert keys == [0x7FFF, 0x8000 | pkey_of[host]], (host, keys)
+                assert table.index(0x8000 | pkey_of[host]) == \
+                    nccl_pkey_index(lab.fabric.spec, host) == 1
+                seen["tenant"] += 1
+            else:
+                assert keys == [0xFFFF], (host, keys)
+                assert nccl_pkey_index(lab.fabric.spec, host) == 0
+                seen["free"] += 1
+        nics = int(lab.fabric.spec.hosts.nics_per_host)
+        assert seen["tenant"] == 3 * nics and seen["free"] > 0
+    finally:
+        ib.down(d)

@@ -202,7 +202,8 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
              f"{ib.routing_engine}, LMC {ib.lmc})")
         for k, members in enumerate(subnets):
             state["pids"][f"opensm-{k}"] = _start_opensm(
-                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]), spec)
+                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]), spec,
+                sn)
             _write_state(lab, state)
         for k in range(len(subnets)):
             _wait_sweep(lab, k, 1, timeout_s)
@@ -222,13 +223,15 @@ def _subnets(sn: Subnet) -> list[np.ndarray]:
     return [np.flatnonzero(sn.component == k) for k in np.unique(sn.component)]
 
 
-def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec) -> int:
+def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec,
+                  sn: Subnet | None = None) -> int:
     """OpenSM on subnet ``k`` with the build's opensm.conf and partitions.conf (OpenSM
     guesses the up/down roots itself, as the twin does), sweeping every second."""
     from aifabric.configs.infiniband import opensm_conf, partitions_conf
 
     ib_dir = lab / "ib"
-    (ib_dir / "partitions.conf").write_text(partitions_conf(spec), encoding="utf-8")
+    (ib_dir / "partitions.conf").write_text(partitions_conf(spec, sn),
+                                              encoding="utf-8")
     conf = ib_dir / f"opensm-{k}.conf"
     conf.write_text(opensm_conf(spec, root_file=False, sm_dir=str(ib_dir))
                     + "sweep_interval 1\nlog_flags 0x03\nforce_log_flush TRUE\n",

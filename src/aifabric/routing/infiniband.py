@@ -480,6 +480,7 @@ def check_infiniband(fab: Fabric) -> None:
         return
     ib = spec.infiniband
     sn = subnet(fab)  # the port-count check
+    check_partitions(fab)
     if ib.routing_engine != "ftree":
         return
     if ib.lmc > 0:
@@ -495,6 +496,34 @@ def check_infiniband(fab: Fabric) -> None:
         raise SpecError(Problem("infiniband.routing_engine", f"ftree cannot route this "
                                 f"topology{where}: {why}; allowed: minhop, updn"))
     _CACHE[(id(fab), np.zeros(0, dtype=np.int64).tobytes())] = t
+
+
+def partition_of_host(fab: Fabric) -> dict[str, int]:
+    """Host name -> the index of its partition in ``infiniband.partitions``."""
+    out: dict[str, int] = {}
+    for i, part in enumerate(fab.spec.infiniband.partitions):
+        for h in part.hosts:
+            out.setdefault(h, i)
+    return out
+
+
+def check_partitions(fab: Fabric) -> None:
+    """Every partition's hosts exist and are in one partition only (NCCL uses one
+    P_Key per process: a host in two would need two)."""
+    hosts = {str(fab.nodes.name[n]) for n in fab.host_node}
+    where: dict[str, int] = {}
+    for i, part in enumerate(fab.spec.infiniband.partitions):
+        for j, h in enumerate(part.hosts):
+            if h not in hosts:
+                near = sorted(hosts)[:3]
+                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"unknown "
+                                        f"host {h!r}; allowed: a host of the fabric "
+                                        f"({', '.join(near)}, ...)"))
+            if h in where:
+                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"host "
+                                        f"{h!r} is already in partitions.{where[h]}; "
+                                        "allowed: one partition per host"))
+            where[h] = i
 
 
 def not_fat_tree(fab: Fabric) -> str:
