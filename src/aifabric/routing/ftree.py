@@ -100,10 +100,11 @@ def ftree_tables(peer: np.ndarray, peer_port: np.ndarray, nports: np.ndarray,
                  sw_guid: np.ndarray, sw_lid: np.ndarray, ca_sw: np.ndarray,
                  ca_swport: np.ndarray, ca_lid: np.ndarray, ca_hca: np.ndarray,
                  hca_guid: np.ndarray, ca_portnum: np.ndarray, lmc: int,
-                 width: int) -> FtreeResult:
+                 width: int, route: bool = True) -> FtreeResult:
     """OpenSM's ftree tables of one subnet: ``peer``/``peer_port`` of its ``m`` switches
     (local indices; ``peer >= m`` is HCA port ``peer - m``), the HCA ports ``ca_*`` (those
-    with ``ca_sw >= 0`` are cabled to this subnet), LIDs, and the table width."""
+    with ``ca_sw >= 0`` are cabled to this subnet), LIDs, and the table width;
+    ``route=False``: OpenSM's checks only (``lft`` empty when they pass)."""
     m = len(nports)
     if lmc > 0:
         return FtreeResult(None, "LMC > 0 is not supported by fat-tree routing")
@@ -239,6 +240,8 @@ def ftree_tables(peer: np.ndarray, peer_port: np.ndarray, nports: np.ndarray,
     why = _validate(sws, sw_order, leaf_rank)
     if why:
         return FtreeResult(None, why)
+    if not route:
+        return FtreeResult(np.zeros((0, 0), dtype=np.uint8), "", np.asarray(rank), leaves)
 
     # ---- routing
     lft = np.full((m, width), NO_PATH, dtype=np.uint8)

@@ -403,13 +403,14 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
                 info={"minhop_fallback_subnets": fallback, "fallback_why": why})
 
 
-def _ftree(sub: Subnet, sw_lid: np.ndarray, ca_lid: np.ndarray, lmc: int, width: int):
+def _ftree(sub: Subnet, sw_lid: np.ndarray, ca_lid: np.ndarray, lmc: int, width: int,
+           route: bool = True) -> Any:
     """OpenSM's ftree on one subnet (local switch indices), :mod:`.ftree`."""
     from aifabric.routing.ftree import ftree_tables
 
     return ftree_tables(sub.peer, sub.peer_port, sub.nports, sub.sw_guid, sw_lid,
                         sub.ca_sw, sub.ca_swport, ca_lid, sub.ca_hca, sub.hca_guid,
-                        sub.ca_portnum, lmc, width)
+                        sub.ca_portnum, lmc, width, route=route)
 
 
 def _restrict(sn: Subnet, members: np.ndarray) -> Subnet:
@@ -487,15 +488,16 @@ def check_infiniband(fab: Fabric) -> None:
         raise SpecError(Problem("infiniband.lmc", f"{ib.lmc}: OpenSM's ftree supports LMC "
                                 "0 only (it falls back to minhop); allowed: 0 with ftree, "
                                 "or routing_engine minhop or updn"))
-    t = lfts(sn, "ftree", lmc=0)
-    bad = t.info["minhop_fallback_subnets"]
-    if bad:
-        why = t.info["fallback_why"][bad[0]]
-        where = f" (subnet {bad[0]} of {len(np.unique(sn.component))})" \
-            if len(np.unique(sn.component)) > 1 else ""
-        raise SpecError(Problem("infiniband.routing_engine", f"ftree cannot route this "
-                                f"topology{where}: {why}; allowed: minhop, updn"))
-    _CACHE[(id(fab), np.zeros(0, dtype=np.int64).tobytes())] = t
+    comps = np.unique(sn.component)
+    sw_lid, ca_lid = default_lids(sn, 0)
+    for comp in comps:  # OpenSM's checks on each subnet (the tables are not needed)
+        members = np.flatnonzero(sn.component == comp)
+        res = _ftree(_restrict(sn, members), sw_lid[members], ca_lid, 0, 1, route=False)
+        if res.lft is None:
+            where = f" (subnet {int(comp)} of {len(comps)})" if len(comps) > 1 else ""
+            raise SpecError(Problem("infiniband.routing_engine", f"ftree cannot route "
+                                    f"this topology{where}: {res.why}; allowed: minhop, "
+                                    "updn"))
 
 
 def partition_of_host(fab: Fabric) -> dict[str, int]:
