@@ -58,8 +58,8 @@ class Partition(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$",
                       description="partition name in partitions.conf")
     pkey: Annotated[int, BeforeValidator(_pkey)] = Field(
-        description="the P_Key, 0x0001..0x7fff (15 bits; 0x7fff is the default "
-        "partition's)")
+        ge=0, le=0xFFFF, description="the P_Key, 0x0001..0x7ffe (15 bits; 0x7fff is the "
+        "default partition's)")
     hosts: list[str] = Field(min_length=1, description="host names (every HCA port of "
                              "each host is a full member)")
     ipoib: bool = Field(default=True, description="IPoIB on this partition")
