@@ -1,5 +1,5 @@
-"""Benchmark: the InfiniBand forwarding tables (OpenSM's minhop and updn, routing/
-infiniband.py) of fat-trees, on one core.
+"""Benchmark: the InfiniBand forwarding tables (OpenSM's minhop, updn and ftree, routing/
+infiniband.py and routing/ftree.py) of fat-trees, on one core.
 
 Each case runs in a fresh child process pinned to one CPU: it builds the fabric and its
 subnet (timed apart), then times computing every switch's LFT, and reports the entries
@@ -26,6 +26,8 @@ CASES = [
     ("fat-tree k=16, minhop, LMC 2", 16, "minhop", 2),
     ("fat-tree k=24 (720 switches, 3,456 HCA ports), minhop", 24, "minhop", 0),
     ("fat-tree k=24 (720 switches, 3,456 HCA ports), updn", 24, "updn", 0),
+    ("fat-tree k=16 (320 switches, 1,024 HCA ports), ftree", 16, "ftree", 0),
+    ("fat-tree k=24 (720 switches, 3,456 HCA ports), ftree", 24, "ftree", 0),
 ]
 
 

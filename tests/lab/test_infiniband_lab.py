@@ -45,7 +45,10 @@ HPN = {"name": "ibhpn", "transport": "infiniband",
     (FAT, "updn", 0, "hosts=4,rails=4,segments=4,pods=4,uplinks=4"),
     (HPN, "minhop", 2, "medium"),
     (HPN, "updn", 1, "medium"),
-], ids=["fat_tree-minhop", "fat_tree-updn", "hpn-minhop-lmc2", "hpn-updn-lmc1"])
+    (FAT, "ftree", 0, "hosts=4,rails=4,segments=8,pods=8,uplinks=4"),
+    (HPN, "ftree", 0, "medium"),
+], ids=["fat_tree-minhop", "fat_tree-updn", "hpn-minhop-lmc2", "hpn-updn-lmc1",
+        "fat_tree-ftree", "hpn-ftree"])
 def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, monkeypatch, doc, engine,
                                                          lmc, scale):
     from aifabric.lab import infiniband as ib
@@ -69,6 +72,8 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, monkeypatch,
         assert r["entries_compared"] >= r["switches"] * 8 > 0
         assert r["differences"] == 0, r["first_differences"]
         assert r["paths_traced"] > 0 and r["path_differences"] == 0
+        # the real OpenSM ran the configured engine (ftree did not fall back)
+        assert r["opensm_engines"] and set(r["opensm_engines"]) == {engine}, r
         sn = lab.subnet
         S = sn.n_switches
         # a leaf's uplink, then a whole top-tier switch
@@ -81,6 +86,9 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, monkeypatch,
         assert len(missing) == 1 and missing[0]["found"] == "not cabled as planned"
         r = ib.test(ib.load(d))
         assert r["differences"] == 0 and r["path_differences"] == 0, r["first_differences"]
+        if engine == "ftree" and doc is FAT:
+            # a leaf with an up group less is no pure fat-tree: both fall back to minhop
+            assert "minhop" in r["opensm_engines"] and r["twin_fallback"], r
         ib.fail(ib.load(d), sn.sw_name(S - 1))
         r = ib.test(ib.load(d))
         assert r["differences"] == 0 and r["path_differences"] == 0, r["first_differences"]
@@ -92,6 +100,47 @@ def test_twin_lfts_equal_opensm_before_and_after_failures(tmp_path, monkeypatch,
             Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     assert not d.exists()
     assert list(work.iterdir()) == []
+
+
+def test_ftree_after_a_spine_fails_is_still_ftree_and_equal(tmp_path, monkeypatch):
+    """A 2-tier fat-tree without one spine is still a pure fat-tree (every leaf loses
+    the same up group): the real OpenSM re-runs ftree, and the twin's fresh ftree tables
+    equal OpenSM's again; a leaf uplink down then makes both fall back to minhop."""
+    from aifabric.lab import infiniband as ib
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    doc = {"name": "ibclos", "transport": "infiniband",
+           "infiniband": {"routing_engine": "ftree"},
+           "hosts": {"count": 16, "nics_per_host": 2, "gpus_per_host": 2},
+           "topology": {"family": "clos", "leaf": {"down_ports": 8, "up_ports": 4}}}
+    d = tmp_path / "lab"
+    lab = ib.up(_spec(tmp_path, doc), "hosts=4,rails=2,segments=4,uplinks=4", d)
+    try:
+        sn = lab.subnet
+        S = sn.n_switches
+        tier = lab.fabric.nodes.tier[sn.sw_node]
+        spines = [s for s in range(S) if tier[s] == tier.max()]
+        assert len(spines) >= 3
+        r = ib.test(lab)
+        assert r["opensm_engines"] == ["ftree"] and r["differences"] == 0
+        ib.fail(lab, sn.sw_name(spines[0]))
+        r = ib.test(ib.load(d))
+        # (the failed spine, cut off, is a subnet of one switch that no SM routes)
+        assert r["opensm_engines"][0] == "ftree", r
+        assert not any("fat-tree" in why for why in r["twin_fallback"].values()), r
+        assert r["entries_compared"] > 0 and r["differences"] == 0, r["first_differences"]
+        leaf = next(s for s in range(S) if tier[s] == tier.min())
+        port = next(p for p in range(1, sn.nports[leaf] + 1)
+                    if 0 <= sn.peer[leaf, p] < S and sn.peer[leaf, p] != spines[0])
+        ib.fail(ib.load(d), f"{sn.sw_name(leaf)}:{port}")
+        r = ib.test(ib.load(d))
+        assert r["opensm_engines"][0] == "minhop", r
+        assert any("not a pure fat-tree" in why for why in r["twin_fallback"].values()), r
+        assert r["entries_compared"] > 0 and r["differences"] == 0, r["first_differences"]
+    finally:
+        ib.down(d)
 
 
 def test_the_cli_runs_the_lab(tmp_path, cli):
@@ -106,3 +155,53 @@ def test_the_cli_runs_the_lab(tmp_path, cli):
     finally:
         r = cli("lab", "down", "--dir", d)
     assert r.code == 0 and not d.exists()
+
+
+def test_partitions_load_on_opensm_and_give_each_tenant_its_pkey(tmp_path, monkeypatch):
+    """A partitions.conf with two tenants, on the real OpenSM: it loads (no partition
+    error in its log) and every HCA port's P_Key table, read with `smpquery pkeys`, is
+    the plan's: a tenant's port the default P_Key as a limited member (0x7fff) at index 0
+    and its tenant's P_Key as a full member (0x8000 | pkey) at index NCCL_IB_PKEY; a
+    port of no tenant the default as a full member (0xffff) alone."""
+    from aifabric.configs.infiniband import nccl_pkey_index
+    from aifabric.lab import infiniband as ib
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    parts = [{"name": "tenant-a", "pkey": "0x0101", "hosts": ["host-s00-h000",
+                                                               "host-s00-h001"]},
+             {"name": "tenant-b", "pkey": 0x0202, "hosts": ["host-s01-h000"]}]
+    spec = _spec(tmp_path, {**FAT, "infiniband": {"partitions": parts}})
+    d = tmp_path / "lab"
+    lab = ib.up(spec, "hosts=4,rails=4,segments=4,pods=4,uplinks=4", d)
+    try:
+        log = (d / "ib" / "opensm-0.log").read_text(errors="replace")
+        assert not [x for x in log.splitlines() if "ERR" in x and
+                    ("prtn" in x.lower() or "partition" in x.lower())]
+        _, ca_lid, _ = ib.read_lids(lab)
+        sn = lab.subnet
+        f = lab.fabric
+        pkey_of = {h: int(p["pkey"], 0) if isinstance(p["pkey"], str) else p["pkey"]
+                   for p in parts for h in p["hosts"]}
+        seen = {"tenant": 0, "free": 0}
+        for c in range(sn.n_ca_ports):
+            host = str(f.nodes.name[f.host_node[f.nodes.host[sn.ca_node[c]]]])
+            text = ib._diag(lab, ["smpquery", "pkeys", str(int(ca_lid[c])),
+                                  str(int(sn.ca_portnum[c]))], int(sn.ca_sw[c]))
+            table = [int(x, 16) for ln in text.splitlines() if ":" in ln and
+                     ln.strip()[0].isdigit() for x in ln.split(":", 1)[1].split()]
+            keys = [k for k in table if k & 0x7FFF]
+            if host in pkey_of:
+                assert keys == [0x7FFF, 0x8000 | pkey_of[host]], (host, keys)
+                assert table.index(0x8000 | pkey_of[host]) == \
+                    nccl_pkey_index(lab.fabric.spec, host) == 1
+                seen["tenant"] += 1
+            else:
+                assert keys == [0xFFFF], (host, keys)
+                assert nccl_pkey_index(lab.fabric.spec, host) == 0
+                seen["free"] += 1
+        nics = int(lab.fabric.spec.hosts.nics_per_host)
+        assert seen["tenant"] == 3 * nics and seen["free"] > 0
+    finally:
+        ib.down(d)

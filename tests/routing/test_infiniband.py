@@ -147,7 +147,8 @@ def _write(tmp_path, doc):
      "infiniband.sl2vl.4"),
     ({"infiniband": {"data_vls": 2, "vl_credits": [10, 10, 10]}}, "infiniband.vl_credits"),
     ({"infiniband": {"speed": "hdr"}}, "hosts.port_gbps"),
-    ({"infiniband": {"routing_engine": "ftree"}}, "infiniband.routing_engine"),
+    ({"infiniband": {"routing_engine": "ftree"}, "hosts": {"count": 4, "nics_per_host": 1,
+     "gpus_per_host": 1}, "topology": {"family": "clos"}}, "infiniband.routing_engine"),
     ({"infiniband": {"lmc": 8}}, "infiniband.lmc"),
 ])
 def test_bad_input_is_one_line_naming_the_field_and_nothing_is_written(

@@ -39,7 +39,7 @@ from aifabric.errors import SpecError
 from aifabric.routing.scenario import load_scenario
 from aifabric.sim.analytic import conn_matrix
 from aifabric.sim.paths import host_side_arcs, route_dag
-from aifabric.sim.run import Workload, compile_workload, simulate
+from aifabric.sim.run import Workload, _sharp_paths, compile_workload, simulate
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology import build_fabric
 from aifabric.topology.fabric import Fabric, LinkKind, NodeKind
@@ -53,6 +53,9 @@ PACKET_MAX_MICRO_BATCHES = 1
 PACKET_MAX_GPUS = 64
 # example scenarios written for ``aifabric route`` that no simulator can run, and why
 REFUSED = {"single-tor-failure": "have no path"}
+# example scenarios a simulator refuses (SHARP runs on the flow simulator only)
+REFUSED_BY = {("allreduce-ndr-sharp", "analytic"): "sim: flow",
+              ("allreduce-ndr-sharp", "packet"): "sim: flow"}
 # the flow solver lets flows that end within ``tolerance`` (relative) of each other end
 # in one event, so its times may be short by that much
 SLACK = 1e-6
@@ -87,6 +90,8 @@ def line_rate_bounds(scn: SimScenario, f: Fabric, wl: Workload
     dag = wl.dag
     paths, xconn = route_dag(f, dag, scn.spec.routing, failures=scn.failures or None,
                              seed=int(scn.seed or 0), pinned=wl.pinned or None)
+    # SHARP's transfers are on the arcs of its trees, as simulate puts them
+    paths, xconn = _sharp_paths(f, dag, paths, xconn, wl.sharp)
     w = conn_matrix(paths)  # connection x arc: fraction of its bytes on the arc
     host = host_side_arcs(f)
     cap = f.arcs[2] / 8.0  # bytes per ns
@@ -178,6 +183,10 @@ def run_checked(path: Path, sim: str):
 def test_busbw_within_line_rate(path: Path, sim: str) -> None:
     if path.stem in REFUSED:  # a routing example: simulators refuse it, one clear line
         with pytest.raises(SpecError, match=REFUSED[path.stem]):
+            run_checked(path, sim)
+        return
+    if (path.stem, sim) in REFUSED_BY:
+        with pytest.raises(SpecError, match=REFUSED_BY[(path.stem, sim)]):
             run_checked(path, sim)
         return
     scn, f, wl, res = run_checked(path, sim)

@@ -55,6 +55,12 @@ def test(lab_dir: Path | None) -> None:
     console.print(f"  ibtracert paths equal to the twin's table walk: "
                   f"{r['paths_traced'] - r['path_differences']}/{r['paths_traced']}",
                   markup=False)
+    used = r.get("opensm_engines", [])
+    if any(u and u != r["engine"] for u in used):
+        why = "; ".join(sorted(set(r.get("twin_fallback", {}).values())))
+        console.print(f"  OpenSM fell back from {r['engine']} to "
+                      f"{', '.join(sorted({u for u in used if u}))} on this fabric; the twin "
+                      f"too{(': ' + why) if why else ''}", markup=False)
     for d in r["first_differences"][:10]:
         console.print(f"  differs: {d['switch']} LID {d['lid']}: OpenSM port "
                       f"{d['opensm_port']}, twin port {d['twin_port']}", markup=False)

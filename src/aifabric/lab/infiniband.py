@@ -202,7 +202,8 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
              f"{ib.routing_engine}, LMC {ib.lmc})")
         for k, members in enumerate(subnets):
             state["pids"][f"opensm-{k}"] = _start_opensm(
-                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]), spec)
+                lab, _env(lab, sn, int(members[0])), k, int(sn.sw_guid[members[0]]), spec,
+                sn)
             _write_state(lab, state)
         for k in range(len(subnets)):
             _wait_sweep(lab, k, 1, timeout_s)
@@ -222,13 +223,15 @@ def _subnets(sn: Subnet) -> list[np.ndarray]:
     return [np.flatnonzero(sn.component == k) for k in np.unique(sn.component)]
 
 
-def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec) -> int:
+def _start_opensm(lab: Path, env: dict[str, str], k: int, guid: int, spec: Spec,
+                  sn: Subnet | None = None) -> int:
     """OpenSM on subnet ``k`` with the build's opensm.conf and partitions.conf (OpenSM
     guesses the up/down roots itself, as the twin does), sweeping every second."""
     from aifabric.configs.infiniband import opensm_conf, partitions_conf
 
     ib_dir = lab / "ib"
-    (ib_dir / "partitions.conf").write_text(partitions_conf(spec), encoding="utf-8")
+    (ib_dir / "partitions.conf").write_text(partitions_conf(spec, sn),
+                                              encoding="utf-8")
     conf = ib_dir / f"opensm-{k}.conf"
     conf.write_text(opensm_conf(spec, root_file=False, sm_dir=str(ib_dir))
                     + "sweep_interval 1\nlog_flags 0x03\nforce_log_flush TRUE\n",
@@ -446,10 +449,26 @@ def compare(lab: IbLab) -> dict[str, Any]:
               "opensm_port": int(a[s, dests[d]]), "twin_port": int(b[s, dests[d]])}
              for s, d in zip(ss[:20], dd[:20], strict=True)]
     return {"engine": lab.engine, "lmc": lab.lmc, "switches": int(seen.sum()),
+            "opensm_engines": opensm_engines(lab),
+            "twin_fallback": {int(k): v for k, v in
+                              twin.info.get("fallback_why", {}).items()
+                              if int(k) in set(sn.component[sn.ca_sw[sn.ca_sw >= 0]]
+                                               .tolist())},
             "subnets": len(_subnets(sn)), "destinations": len(dests),
             "entries_compared": int(own.sum()),
             "differences": int(diff.sum()), "first_differences": shown,
-            "twin": twin}
+            "twin": twin, "ca_lid_now": ca_lid}
+
+
+def opensm_engines(lab: IbLab) -> list[str]:
+    """The engine each subnet's OpenSM last routed with (its log's "<engine> tables
+    configured on all switches"): ``minhop`` where the configured engine fell back."""
+    out = []
+    for k in range(int(lab.state.get("subnets", 1))):
+        used = re.findall(r"(\w+) tables configured on all switches",
+                          _read(lab.dir / "ib" / f"opensm-{k}.log"))
+        out.append(used[-1] if used else "")
+    return out
 
 
 def twin_tables(lab: IbLab, sw_lid: np.ndarray, ca_lid: np.ndarray,
@@ -458,6 +477,10 @@ def twin_tables(lab: IbLab, sw_lid: np.ndarray, ca_lid: np.ndarray,
     failure a re-sweep that keeps the entries still on a live least-hop port (as OpenSM
     does when it does not ignore the switches' existing tables)."""
     sn = lab.subnet
+    first = lab.state.get("lids")
+    if first:  # the LIDs of the first sweep: those of ports a failure cut off since
+        sw_lid = np.where(np.asarray(first["sw"]) > 0, np.asarray(first["sw"]), sw_lid)
+        ca_lid = np.where(np.asarray(first["ca"]) > 0, np.asarray(first["ca"]), ca_lid)
     twin = lfts(sn, lab.engine, lmc=lab.lmc, sw_lid=sw_lid, ca_lid=ca_lid)
     lost: list[int] = []
     for f in lab.state.get("failures", []):
@@ -481,13 +504,15 @@ def test(lab: IbLab) -> dict[str, Any]:
 
     out = compare(lab)
     twin: Lfts = out.pop("twin")
+    lid_now = out.pop("ca_lid_now")
     sn = lab.subnet
     paths = bad = 0
     now = _failed_subnet(lab)
-    live = np.flatnonzero((twin.ca_lid > 0) & (now.ca_sw >= 0))
+    live = np.flatnonzero((lid_now > 0) & (now.ca_sw >= 0))
     for i in live[:4]:
         for j in live[-4:]:
-            if i == j or sn.component[sn.ca_sw[i]] != sn.component[sn.ca_sw[j]]:
+            if i == j or sn.component[sn.ca_sw[i]] != sn.component[sn.ca_sw[j]] or \
+                    now.component[now.ca_sw[i]] != now.component[now.ca_sw[j]]:
                 continue
             want = [(f"{int(sn.sw_guid[s]):x}", p)
                     for s, p in trace(twin, int(i), int(twin.ca_lid[j]))]
@@ -520,6 +545,9 @@ def fail(lab: IbLab, what: str) -> dict[str, Any]:
         ports = list(range(1, int(sn.nports[s]) + 1))
         cmd = f'Unlink "{name}"'
     links = [int(sn.port_link[s, p]) for p in ports if sn.port_link[s, p] >= 0]
+    if "lids" not in lab.state:  # before the first failure: every port has its LID
+        sw_lid, ca_lid, _ = read_lids(lab)
+        lab.state["lids"] = {"sw": sw_lid.tolist(), "ca": ca_lid.tolist()}
     k = int(np.searchsorted(np.unique(sn.component), sn.component[s]))
     before = _sweeps(lab.dir, k)
     with open(lab.dir / "ib" / "console", "w") as fifo:

@@ -356,9 +356,10 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     base LIDs (default :func:`default_lids`; the lab passes the LIDs OpenSM gave).
     ``existing``: the tables the switches hold (a re-sweep after a failure): an entry
     that is still a live least-hop port is kept, as OpenSM keeps it."""
-    if engine not in ("minhop", "updn"):
+    if engine not in ("minhop", "updn", "ftree"):
         raise SpecError(Problem("infiniband.routing_engine", f"{engine!r}: the twin "
-                                "computes minhop and updn tables; allowed: minhop, updn"))
+                                "computes ftree, updn and minhop tables; allowed: ftree, "
+                                "updn, minhop"))
     d_sw, d_ca = default_lids(sn, lmc)
     sw_lid = d_sw if sw_lid is None else np.asarray(sw_lid, dtype=np.int64)
     ca_lid = d_ca if ca_lid is None else np.asarray(ca_lid, dtype=np.int64)
@@ -367,11 +368,21 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
     lft = np.full((S, max_lid + 1), NO_PATH, dtype=np.uint8)
     roots_all = np.zeros(S, dtype=bool)
     fallback: list[int] = []
+    why: dict[int, str] = {}
     for comp in np.unique(sn.component):  # each subnet on its own (local indices)
         members = np.flatnonzero(sn.component == comp)
         sub = _restrict(sn, members)
         m = len(members)
         every = np.arange(m)
+        old = None if existing is None else np.ascontiguousarray(existing[members])
+        if engine == "ftree":
+            res = _ftree(sub, sw_lid[members], ca_lid, lmc, max_lid + 1)
+            if res.lft is not None:
+                lft[members] = res.lft
+                continue
+            # OpenSM: the engine failed, the default (minhop) routes the subnet
+            fallback.append(int(comp))
+            why[int(comp)] = res.why
         hops = _minhop_hops(sub, every)
         if engine == "updn":
             roots = _updn_roots(sub, hops, every)
@@ -384,13 +395,22 @@ def lfts(sn: Subnet, engine: str = "minhop", *, lmc: int = 0,
         peer_node = np.where(sub.peer >= m, m + sub.ca_hca[np.maximum(sub.peer - m, 0)],
                              sub.peer)
         part = np.full((m, max_lid + 1), NO_PATH, dtype=np.uint8)
-        old = None if existing is None else np.ascontiguousarray(existing[members])
         _select(every, kinds, idx, peer_node, sub.nports, hops, sw_lid[members], ca_lid,
                 sub.ca_sw, sub.ca_swport, lmc, m, part, old)
         lft[members] = part
     return Lfts(subnet=sn, engine=engine, lmc=lmc, sw_lid=sw_lid, ca_lid=ca_lid, lft=lft,
                 roots=roots_all if engine == "updn" else None,
-                info={"minhop_fallback_subnets": fallback})
+                info={"minhop_fallback_subnets": fallback, "fallback_why": why})
+
+
+def _ftree(sub: Subnet, sw_lid: np.ndarray, ca_lid: np.ndarray, lmc: int, width: int,
+           route: bool = True) -> Any:
+    """OpenSM's ftree on one subnet (local switch indices), :mod:`.ftree`."""
+    from aifabric.routing.ftree import ftree_tables
+
+    return ftree_tables(sub.peer, sub.peer_port, sub.nports, sub.sw_guid, sw_lid,
+                        sub.ca_sw, sub.ca_swport, ca_lid, sub.ca_hca, sub.hca_guid,
+                        sub.ca_portnum, lmc, width, route=route)
 
 
 def _restrict(sn: Subnet, members: np.ndarray) -> Subnet:
@@ -453,25 +473,59 @@ def trace(t: Lfts, src_ca: int, dst_lid: int) -> list[tuple[int, int]]:
 # ------------------------------------------------------------------------ checks
 
 def check_infiniband(fab: Fabric) -> None:
-    """Refuse an InfiniBand spec the fabric cannot carry: an engine that cannot route the
-    topology (``ftree`` on a fabric that is not a fat-tree; ftree tables are not computed
-    by the twin yet), a switch with more than 254 ports. Problems name the field."""
+    """Refuse an InfiniBand spec the fabric cannot carry: ``ftree`` where OpenSM's ftree
+    would refuse the topology (not a pure fat-tree, LMC > 0: OpenSM would silently route
+    it with minhop instead), a switch with more than 254 ports. Problems name the field."""
     spec = fab.spec
     if getattr(spec, "transport", "roce") != "infiniband":
         return
     ib = spec.infiniband
-    problems: list[Problem] = []
-    if ib.routing_engine == "ftree":
-        why = not_fat_tree(fab)
-        if why:
-            problems.append(Problem("infiniband.routing_engine", f"ftree cannot route "
-                                    f"this topology: {why}; allowed: minhop, updn"))
-        else:
-            problems.append(Problem("infiniband.routing_engine", "ftree: the twin does not "
-                                    "compute ftree tables yet; allowed: minhop, updn"))
-    if problems:
-        raise SpecError(problems)
-    subnet(fab)  # the port-count check
+    sn = subnet(fab)  # the port-count check
+    check_partitions(fab)
+    if ib.routing_engine != "ftree":
+        return
+    if ib.lmc > 0:
+        raise SpecError(Problem("infiniband.lmc", f"{ib.lmc}: OpenSM's ftree supports LMC "
+                                "0 only (it falls back to minhop); allowed: 0 with ftree, "
+                                "or routing_engine minhop or updn"))
+    comps = np.unique(sn.component)
+    sw_lid, ca_lid = default_lids(sn, 0)
+    for comp in comps:  # OpenSM's checks on each subnet (the tables are not needed)
+        members = np.flatnonzero(sn.component == comp)
+        res = _ftree(_restrict(sn, members), sw_lid[members], ca_lid, 0, 1, route=False)
+        if res.lft is None:
+            where = f" (subnet {int(comp)} of {len(comps)})" if len(comps) > 1 else ""
+            raise SpecError(Problem("infiniband.routing_engine", f"ftree cannot route "
+                                    f"this topology{where}: {res.why}; allowed: minhop, "
+                                    "updn"))
+
+
+def partition_of_host(fab: Fabric) -> dict[str, int]:
+    """Host name -> the index of its partition in ``infiniband.partitions``."""
+    out: dict[str, int] = {}
+    for i, part in enumerate(fab.spec.infiniband.partitions):
+        for h in part.hosts:
+            out.setdefault(h, i)
+    return out
+
+
+def check_partitions(fab: Fabric) -> None:
+    """Every partition's hosts exist and are in one partition only (NCCL uses one
+    P_Key per process: a host in two would need two)."""
+    hosts = {str(fab.nodes.name[n]) for n in fab.host_node}
+    where: dict[str, int] = {}
+    for i, part in enumerate(fab.spec.infiniband.partitions):
+        for j, h in enumerate(part.hosts):
+            if h not in hosts:
+                near = sorted(hosts)[:3]
+                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"unknown "
+                                        f"host {h!r}; allowed: a host of the fabric "
+                                        f"({', '.join(near)}, ...)"))
+            if h in where:
+                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"host "
+                                        f"{h!r} is already in partitions.{where[h]}; "
+                                        "allowed: one partition per host"))
+            where[h] = i
 
 
 def not_fat_tree(fab: Fabric) -> str:
@@ -508,8 +562,7 @@ def fabric_lfts(fab: Fabric, alive: np.ndarray | None = None) -> Lfts:
     sn = subnet(fab)
     if len(dead):
         sn = sn.without(dead)
-    engine = ib.routing_engine if ib.routing_engine != "ftree" else "minhop"
-    t = lfts(sn, engine, lmc=ib.lmc)
+    t = lfts(sn, ib.routing_engine, lmc=ib.lmc)
     if len(_CACHE) > 8:
         _CACHE.clear()
     _CACHE[key] = t

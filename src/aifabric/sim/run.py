@@ -37,6 +37,8 @@ class Workload:
     # what the results should say about the workload (e.g. a trace's unsupported nodes)
     notes: list[str] = field(default_factory=list)
     chakra: dict[str, Any] | None = None
+    # SHARP AllReduce stages: stage -> the arc each of its transfers is (aifabric.sim.sharp)
+    sharp: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def gpu_pool(f: Fabric) -> GpuPool:
@@ -130,9 +132,10 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     coll_gpus: list[np.ndarray] = []
     pinned: dict[tuple[int, int], PinnedPath] = {}
     chakra: dict[str, Any] | None = None
+    sharp: dict[int, np.ndarray] = {}
     try:
         _add_jobs(b, scn, pool, taken, seed, problems, job_gpus, iters)
-        _add_collectives(b, scn, pool, taken, seed, problems, coll_gpus)
+        _add_collectives(b, scn, pool, taken, seed, problems, coll_gpus, f=f, sharp=sharp)
         if scn.workload is not None and not problems:
             chakra = _add_chakra(b, scn, pool, taken, seed, problems, job_gpus, iters)
     finally:
@@ -147,7 +150,8 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
     return Workload(b.build(), job_gpus, iters, coll_gpus, pinned,
-                    notes=_chakra_notes(chakra) + _domain_notes(f), chakra=chakra)
+                    notes=_chakra_notes(chakra) + _domain_notes(f), chakra=chakra,
+                    sharp=sharp)
 
 
 def _domain_notes(f: Fabric) -> list[str]:
@@ -227,11 +231,16 @@ def _job_model(js: JobSpec, name: str) -> JobModel:
 
 
 def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray,
-                     seed: int, problems: list[Problem], coll_gpus: list[np.ndarray]) -> None:
+                     seed: int, problems: list[Problem], coll_gpus: list[np.ndarray], *,
+                     f: Fabric | None = None, sharp: dict[int, np.ndarray] | None = None
+                     ) -> None:
     """Place the scenario's collectives (``collectives[i]`` with seed ``seed + 1000 + i``)
     and add each, ``repeat`` times in a row after its start delay (``start_ms``), to
     ``b``; their GPUs (fabric node ids) go into ``coll_gpus``. Nothing is added once a
-    problem (appended to ``problems``) was found."""
+    problem (appended to ``problems``) was found. ``algorithm: sharp`` (an AllReduce
+    reduced in the switches) is laid on the fabric ``f``'s aggregation trees; its stages
+    and their arcs go into ``sharp``."""
+    sharp_ops: list[tuple[int, Any, np.ndarray]] = []
     for i, cs in enumerate(scn.collectives):
         where = f"collectives[{i}]"
         pos = _select(pool, cs, where, taken, seed + 1000 + i, problems)
@@ -260,6 +269,11 @@ def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.n
             continue
         if problems:
             continue
+        if algo == "sharp":
+            trees = _sharp_trees(scn, f, pool.node[pos], where, problems)
+            if trees is not None:
+                sharp_ops.append((i, trees, pool.node[pos]))
+            continue
         deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
         for r in range(cs.repeat):
             name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
@@ -268,6 +282,121 @@ def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.n
                                   local=pool.local[pos], peers=peers, root=cs.root,
                                   chunk_bytes=cs.chunk_bytes, deps=deps, name=name)
         coll_gpus.append(pool.node[pos])
+    if sharp_ops and not problems:
+        from aifabric.sim.sharp import sharp_limits
+
+        assert f is not None and sharp is not None
+        problems += sharp_limits(f, [t for _, t, _ in sharp_ops],
+                                 [f"collectives[{i}]" for i, _, _ in sharp_ops])
+        for i, trees, gpus in sharp_ops:
+            if not problems:
+                _add_sharp(b, scn.collectives[i], i, f, trees, gpus, sharp,
+                           pool.host[np.searchsorted(pool.node, gpus)]
+                           if _sorted(pool.node) else _host_of(pool, gpus))
+                coll_gpus.append(gpus)
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (np.diff(a) > 0).all())
+
+
+def _host_of(pool: GpuPool, gpus: np.ndarray) -> np.ndarray:
+    where = {int(n): i for i, n in enumerate(pool.node)}
+    return pool.host[np.array([where[int(x)] for x in gpus], dtype=np.int64)]
+
+
+def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: str,
+                 problems: list[Problem]) -> Any:
+    """The SHARP trees of one collective, or None with the problem appended: SHARP
+    needs an InfiniBand fabric and the flow simulator."""
+    from aifabric.sim.sharp import sharp_tree
+
+    if getattr(scn.spec, "transport", "roce") != "infiniband":
+        problems.append(Problem(f"{where}.algorithm", "sharp reduces in InfiniBand "
+                                "switches; allowed on this RoCE fabric: ring, tree, "
+                                "halving_doubling, hierarchical (or transport: infiniband)"))
+        return None
+    if scn.sim != "flow":
+        problems.append(Problem(f"{where}.algorithm", f"sharp runs on the flow simulator, "
+                                f"not sim: {scn.sim}; allowed: sim: flow"))
+        return None
+    assert f is not None
+    try:
+        return sharp_tree(f, gpus)
+    except SpecError as err:
+        problems.extend(Problem(f"{where}.{p.path}" if p.path == "gpus" else p.path,
+                                p.message) for p in err.problems)
+        return None
+
+
+def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
+               gpus: np.ndarray, sharp: dict[int, np.ndarray], host: np.ndarray) -> None:
+    """A SHARP AllReduce as one stage of the DAG, as NCCL's CollNet pipelines it: with
+    ``g`` > 1 GPUs on every host, a ring ReduceScatter inside each host (NVLink), each
+    GPU's ``S/g`` slice reduced by SHARP on its own rail's tree, and a ring AllGather
+    inside each host, all streaming at once; with one GPU per host, SHARP on the whole
+    buffer. The stage's transfers: one per arc that carries the slice once (the GPUs'
+    PCIe and host links both ways, the trees' links both ways; ``simulate`` routes each
+    on its arc), then per host ring neighbour pair the ReduceScatter's and AllGather's
+    ``2(g-1)/g x S`` (routed as any GPU pair). The fluid limit of the pipeline: the
+    stage ends when the busiest of them drains."""
+    from aifabric.sim.sharp import sharp_flow_arcs
+
+    arcs, _ = sharp_flow_arcs(f, trees)
+    n, k = len(arcs), len(gpus)
+    hosts, per = np.unique(host, return_counts=True)
+    g = int(per[0]) if (per == per[0]).all() else 1
+    size = float(cs.size_bytes)
+    src = np.resize(gpus, n)
+    dst = np.resize(np.roll(gpus, 1), n)  # placeholders: the arc is the path
+    sizes = np.full(n, size / g)
+    if g > 1:
+        ring = gpus[np.argsort(host, kind="stable")].reshape(len(hosts), g)
+        src = np.concatenate([src, ring.ravel()])
+        dst = np.concatenate([dst, np.roll(ring, -1, axis=1).ravel()])
+        sizes = np.concatenate([sizes, np.full(ring.size, 2 * (g - 1) / g * size)])
+    where = f"collectives[{i}]"
+    deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
+    for r in range(cs.repeat):
+        name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
+        b.coll = len(b.collectives)
+        deps = b.transfers(src, dst, sizes, deps=deps, label=f"{name} (sharp)")
+        sharp[deps] = arcs
+        b.add_collective(Collective(name=name, op="allreduce", algorithm="sharp",
+                                    n_gpus=k, size_bytes=int(cs.size_bytes), channels=1,
+                                    job=-1, stages=(deps,),
+                                    busbw_factor=2 * (k - 1) / k))
+    b.coll = -1
+
+
+def _sharp_paths(f: Fabric, dag: TransferDAG, paths: Any, xconn: np.ndarray,
+                 sharp: dict[int, np.ndarray]) -> tuple[Any, np.ndarray]:
+    """Each SHARP transfer on its own arc: one new connection per transfer, one flow on
+    that arc, the arc's latency."""
+    import scipy.sparse as sp
+
+    from aifabric.sim.flow.engine import Paths
+
+    if not sharp:
+        return paths, xconn
+    st = np.array(sorted(sharp), dtype=np.int64)
+    idx = np.concatenate([dag.xfer_ptr[s] + np.arange(len(sharp[int(s)])) for s in st])
+    arcs = np.concatenate([sharp[int(s)] for s in st])
+    assert len(idx) == len(arcs)
+    n_old = paths.n_conns
+    rows = paths.incidence.shape[0]
+    n_arcs = paths.incidence.shape[1]
+    extra = sp.csr_matrix((np.ones(len(arcs)), (np.arange(len(arcs)), arcs)),
+                          shape=(len(arcs), n_arcs))
+    lat = f.links.latency_ns[arcs // 2].astype(np.float64)
+    new = Paths(incidence=sp.vstack([paths.incidence, extra], format="csr"),
+                conn_ptr=np.concatenate([paths.conn_ptr,
+                                         rows + 1 + np.arange(len(arcs), dtype=np.int64)]),
+                latency_ns=np.concatenate([np.asarray(paths.latency_ns, np.float64), lat]),
+                capacity_gbps=paths.capacity_gbps, arc_site=paths.arc_site)
+    xconn = np.asarray(xconn).copy()
+    xconn[idx] = n_old + np.arange(len(arcs), dtype=xconn.dtype)
+    return new, xconn
 
 
 def _chakra_notes(chakra: dict[str, Any] | None) -> list[str]:
@@ -434,6 +563,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
     else:
         paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
                                  pinned=wl.pinned or None)
+    paths, xconn = _sharp_paths(f, dag, paths, xconn, wl.sharp)
     if scn.sim == "analytic":
         run = run_analytic(dag, paths, xconn, host_side_arcs(f), arc_group=groups,
                            n_groups=len(gnames))

@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind
 
-__all__ = ["SharpTree", "sharp_allreduce", "sharp_tree"]
+__all__ = ["SharpTree", "sharp_allreduce", "sharp_flow_arcs", "sharp_limits", "sharp_tree"]
 
 
 @dataclass(eq=False)
@@ -150,19 +150,10 @@ def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float) -> dict[st
     from aifabric.workload.dag import TransferDAG
 
     trees = sharp_tree(fab, gpus)
-    links = fab.links
     src_arc, _, cap = fab.arcs
-    host_up: list[int] = []
-    arcs: list[int] = []
-    for tr in trees:
-        for g, nic in zip(tr.gpus, tr.nics, strict=True):
-            pcie = int(np.flatnonzero((links.kind == LinkKind.PCIE) & (links.a == g) &
-                                      (links.b == nic))[0])
-            acc = int(np.flatnonzero((links.kind == LinkKind.ACCESS) & (links.a == nic))[0])
-            host_up.append(2 * acc)
-            arcs += [2 * pcie, 2 * acc, 2 * acc + 1, 2 * pcie + 1]
-        arcs += tr.up_arcs.tolist() + (tr.up_arcs ^ 1).tolist()
-    arcs_a = np.array(arcs, dtype=np.int64)
+    arcs_a, host_up_a = sharp_flow_arcs(fab, trees)
+    host_up = host_up_a.tolist()
+    links = fab.links
     n = len(arcs_a)
     size = float(size_bytes)
     lat = links.latency_ns[arcs_a // 2].astype(np.float64)
@@ -200,3 +191,81 @@ def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float) -> dict[st
         "max_link_bytes": float(run.arc_bytes.max()),
         "switch_nodes": int(sum(len(np.unique(src_arc[tr.up_arcs])) for tr in trees)),
     }
+
+
+def sharp_flow_arcs(fab: Fabric, trees: list[SharpTree]) -> tuple[np.ndarray, np.ndarray]:
+    """The arcs that each carry the buffer once in an AllReduce on ``trees``: every
+    GPU's PCIe and host link both ways, every tree link both ways (one flow each; the
+    stream is pipelined, so they all run at once); and the host links' up arcs."""
+    links = fab.links
+    pcie_all = np.flatnonzero(links.kind == LinkKind.PCIE)
+    acc_all = np.flatnonzero(links.kind == LinkKind.ACCESS)
+    host_up: list[int] = []
+    arcs: list[int] = []
+    for tr in trees:
+        for g, nic in zip(tr.gpus, tr.nics, strict=True):
+            pcie = int(pcie_all[(links.a[pcie_all] == g) & (links.b[pcie_all] == nic)][0])
+            acc = int(acc_all[links.a[acc_all] == nic][0])
+            host_up.append(2 * acc)
+            arcs += [2 * pcie, 2 * acc, 2 * acc + 1, 2 * pcie + 1]
+        arcs += tr.up_arcs.tolist() + (tr.up_arcs ^ 1).tolist()
+    return np.array(arcs, dtype=np.int64), np.array(host_up, dtype=np.int64)
+
+
+def tree_switches(fab: Fabric, tr: SharpTree) -> np.ndarray:
+    """The switches of a tree: its leaves (the NICs' switches) and every switch its
+    links touch."""
+    src, dst, _ = fab.arcs
+    links = fab.links
+    leaves = [int(links.b[lk]) for lk in np.flatnonzero(
+        (links.kind == LinkKind.ACCESS) & np.isin(links.a, tr.nics))]
+    ends = np.concatenate([src[tr.up_arcs], dst[tr.up_arcs], np.array(leaves, np.int64)])
+    return np.unique(ends[fab.is_switch[ends]])
+
+
+def sharp_limits(fab: Fabric, per_op: list[list[SharpTree]], where: list[str]
+                 ) -> list[Problem]:
+    """What the switches refuse: a tree on a switch whose model does not aggregate
+    (``switch_models.<model>.sharp``), more trees on a switch than its model holds
+    (``sharp_trees``), more operations using a switch than it runs at once
+    (``sharp_active_ops``; every SHARP collective of a scenario counts, as they may
+    overlap). ``where[i]`` names operation i's field."""
+    problems: list[Problem] = []
+    trees_on: dict[int, int] = {}
+    ops_on: dict[int, int] = {}
+    for i, trees in enumerate(per_op):
+        mine: set[int] = set()
+        for tr in trees:
+            sws = tree_switches(fab, tr)
+            bad = [int(x) for x in sws if not fab.switch_model(int(x)).sharp]
+            if bad:
+                name = fab.models[int(fab.nodes.model[bad[0]])][0]
+                problems.append(Problem(f"switch_models.{name}.sharp", f"false: switch "
+                                        f"{fab.nodes.name[bad[0]]} on the SHARP tree of "
+                                        f"{where[i]} does not aggregate; allowed: true "
+                                        "(an aggregation-capable switch model, e.g. "
+                                        "NVIDIA Quantum-2), or another algorithm"))
+                return problems
+            for x in sws.tolist():
+                trees_on[x] = trees_on.get(x, 0) + 1
+            mine.update(sws.tolist())
+        for x in mine:
+            ops_on[x] = ops_on.get(x, 0) + 1
+    for x, k in sorted(trees_on.items()):
+        m = fab.switch_model(x)
+        if k > m.sharp_trees:
+            name = fab.models[int(fab.nodes.model[x])][0]
+            problems.append(Problem(f"switch_models.{name}.sharp_trees", f"switch "
+                                    f"{fab.nodes.name[x]} is on {k} SHARP trees; allowed: "
+                                    f"at most {m.sharp_trees}"))
+            return problems
+    for x, k in sorted(ops_on.items()):
+        m = fab.switch_model(x)
+        limit = m.sharp_active_ops if m.sharp_active_ops is not None else m.ports
+        if k > limit:
+            name = fab.models[int(fab.nodes.model[x])][0]
+            problems.append(Problem(f"switch_models.{name}.sharp_active_ops", f"switch "
+                                    f"{fab.nodes.name[x]} takes part in {k} SHARP "
+                                    f"operations at once; allowed: at most {limit}"))
+            return problems
+    return problems

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from aifabric.spec.base import StrictModel
 
-__all__ = ["IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "IbEngine", "IbSpeed", "InfiniBand"]
+__all__ = ["DEFAULT_PKEY", "IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "IbEngine", "IbSpeed",
+           "InfiniBand", "Partition"]
 
 #: data rate of one 4x port of each generation, Gbit/s (IBTA: HDR 50G, NDR 100G, XDR
 #: 200G per lane, 4 lanes)
@@ -36,6 +37,32 @@ IbSpeed = Literal["hdr", "ndr", "xdr"]
 IbEngine = Literal["ftree", "updn", "minhop"]
 
 _VL = Annotated[int, Field(ge=0, le=MAX_DATA_VLS - 1)]
+#: the default partition's P_Key (IBTA vol. 1, 10.9.1.2); a tenant takes another
+DEFAULT_PKEY = 0x7FFF
+
+
+def _pkey(v: object) -> object:
+    """A P_Key as a number or a string (``0x0101``, ``257``)."""
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return v
+    return v
+
+
+class Partition(StrictModel):
+    """One tenant or job group: a P_Key and the hosts whose HCA ports are its full
+    members (written to OpenSM's partitions.conf; NCCL uses its P_Key index)."""
+
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$",
+                      description="partition name in partitions.conf")
+    pkey: Annotated[int, BeforeValidator(_pkey)] = Field(
+        ge=0, le=0xFFFF, description="the P_Key, 0x0001..0x7ffe (15 bits; 0x7fff is the "
+        "default partition's)")
+    hosts: list[str] = Field(min_length=1, description="host names (every HCA port of "
+                             "each host is a full member)")
+    ipoib: bool = Field(default=True, description="IPoIB on this partition")
 
 
 class InfiniBand(StrictModel):
@@ -66,6 +93,9 @@ class InfiniBand(StrictModel):
                          "queue pairs use (NCCL_IB_SL); its VL is sl2vl[nccl_sl]")
     port_buffer_kb: int = Field(default=256, ge=1, le=1 << 20, description="receive "
                                 "buffer of one switch port for its data VLs, KiB")
+    partitions: list[Partition] = Field(default_factory=list, description="tenant or "
+                                        "job-group partitions (default: the default "
+                                        "partition only)")
 
     @property
     def port_gbps(self) -> int:
@@ -96,6 +126,24 @@ class InfiniBand(StrictModel):
         if self.vl_credits is not None and len(self.vl_credits) != self.data_vls:
             out.append((("vl_credits",), f"{len(self.vl_credits)} entries; allowed: one "
                         f"per data VL ({self.data_vls})"))
+        seen: dict[int, int] = {}
+        names: dict[str, int] = {}
+        for i, part in enumerate(self.partitions):
+            if not 0x0001 <= part.pkey <= 0x7FFF:
+                out.append((("partitions", i, "pkey"), f"0x{part.pkey:x}: a P_Key is 15 "
+                            "bits; allowed: 0x0001..0x7ffe"))
+            elif part.pkey == DEFAULT_PKEY:
+                out.append((("partitions", i, "pkey"), "0x7fff is the default "
+                            "partition's; allowed: 0x0001..0x7ffe"))
+            elif part.pkey in seen:
+                out.append((("partitions", i, "pkey"), f"0x{part.pkey:04x} is also "
+                            f"partitions.{seen[part.pkey]}'s; allowed: one P_Key per "
+                            "partition"))
+            seen.setdefault(part.pkey, i)
+            if part.name in names or part.name == "Default":
+                out.append((("partitions", i, "name"), f"{part.name!r} is taken; allowed: "
+                            "a name of its own (not Default)"))
+            names.setdefault(part.name, i)
         if self.vl_weights is not None and len(self.vl_weights) != self.data_vls:
             out.append((("vl_weights",), f"{len(self.vl_weights)} entries; allowed: one "
                         f"per data VL ({self.data_vls})"))

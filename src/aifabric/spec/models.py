@@ -82,6 +82,16 @@ class SwitchModel(_Strict):
                                      description="packet buffer, MB: the PFC headroom pool "
                                      "plus the shared pool (SONiC BUFFER_POOL, and the "
                                      "packet simulator's switch buffer)")
+    sharp: bool = Field(default=False, description="InfiniBand: the switch aggregates "
+                        "(SHARP, as NVIDIA Quantum and Quantum-2 do); needed by "
+                        "algorithm: sharp")
+    sharp_trees: int = Field(default=511, ge=1, le=65535, description="SHARP streaming "
+                             "aggregation trees the switch can hold (Quantum-2: 511, "
+                             "Quantum: 63; NVIDIA SHARP Rev 3.13.0, General Information)")
+    sharp_active_ops: int | None = Field(default=None, ge=1, le=65535, description="SHARP "
+                                         "streaming aggregation operations active at once "
+                                         "on the switch (default: one per port, as "
+                                         "Quantum-2; Quantum: 1)")
 
     @property
     def capacity_gbps(self) -> int:

@@ -21,7 +21,7 @@ __all__ = ["ALGORITHMS", "OPS", "add_collective", "binary_tree", "busbw_factor",
 
 #: operation -> algorithms (first = default)
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "halving_doubling", "hierarchical"),
+    "allreduce": ("ring", "tree", "halving_doubling", "hierarchical", "sharp"),
     "reduce_scatter": ("ring", "halving_doubling"),
     "allgather": ("ring", "halving_doubling"),
     "alltoall": ("direct",),
@@ -58,6 +58,9 @@ def add_collective(b: DAGBuilder, op: str, gpus: np.ndarray, size_bytes: float, 
     if algorithm not in ALGORITHMS[op]:
         raise ValueError(f"{op} has no algorithm {algorithm!r}; allowed: "
                          f"{', '.join(ALGORITHMS[op])}")
+    if algorithm == "sharp":
+        raise ValueError("sharp reduces in the switches: the simulator compiles it on "
+                         "the fabric's aggregation trees (aifabric.sim.sharp)")
     gpus = np.asarray(gpus, dtype=np.int64)
     if gpus.ndim == 2 and not ((algorithm == "ring" and op != "broadcast")
                                or op == "alltoall"):

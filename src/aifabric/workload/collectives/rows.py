@@ -38,6 +38,8 @@ def collective_rows(op: str, algorithm: str | None, n: int, *, channels: int = 1
         return (2 if op == "allreduce" else 1) * n * lg
     if algorithm == "hierarchical":
         return n * (2 + channels)
+    if algorithm == "sharp":  # 4 host arcs per GPU and at most 2 switch arcs per GPU
+        return 6 * n
     return n * n
 
 
