@@ -3,6 +3,8 @@ every test module that starts one."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 from aifabric.lab import LabError, preflight
@@ -19,3 +21,45 @@ LAB = "a live lab (root, ip netns, FRR)"
 #: skip a test (or, as ``pytestmark``, a module) where no lab can run, with the reason; a
 #: failure under AIFABRIC_REQUIRE_ALL=1 (the hook in tests/conftest.py: not allowlisted)
 live = pytest.mark.skipif(bool(NO_LAB), reason=f"{NEED}{LAB}: {NO_LAB}")
+
+
+def sessions_missing(lab, timeout_s: float = 90.0) -> list[tuple[str, str, str]]:
+    """(switch, peer, state) of every BGP session the model expects that is not
+    Established, polled until none is (or ``timeout_s``)."""
+    import time
+
+    import numpy as np
+
+    from aifabric.lab.verify import bgp_sessions, expected_sessions
+
+    f = lab.fabric
+    want = expected_sessions(f, np.ones(len(f.links), dtype=bool))
+    t0 = time.monotonic()
+    while True:
+        got = bgp_sessions(lab.dir, lab.layout.switches)
+        bad = [(sw, peer, got.get(sw, {}).get(peer, "missing"))
+               for sw in lab.layout.switches for peer in sorted(want[sw])
+               if got.get(sw, {}).get(peer) != "Established"]
+        if not bad or time.monotonic() - t0 > timeout_s:
+            return bad
+        time.sleep(0.5)
+
+
+@contextmanager
+def established_lab(lab_dir, spec, scale: str = "small", **up_kwargs):
+    """``lab up`` of ``spec`` in ``lab_dir``, yielded once every BGP session is
+    Established (``lab up`` returns once the daemons run: a session still connecting would
+    read as a deviation), then taken down; no namespace of it may be left."""
+    from aifabric.lab import core as lab_core
+    from aifabric.lab import lab_namespaces
+
+    up = lab_core.up(spec, scale, lab_dir, **up_kwargs)
+    prefix = up.prefix
+    try:
+        missing = sessions_missing(up)
+        assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
+        yield up
+    finally:
+        if (lab_dir / "state.json").exists():
+            lab_core.down(lab_dir)
+        assert lab_namespaces(prefix) == []

@@ -24,15 +24,13 @@ from aifabric.lab import lab_namespaces
 from aifabric.lab.daemons import daemon_pids, vtysh
 from aifabric.lab.ssh import SSHD, ssh_pids, start_sshd, stop_sshd
 from aifabric.lab.verify import (
-    bgp_sessions,
     compare_groups,
-    expected_sessions,
     kernel_groups,
     model_groups,
 )
 from tests.configs.conftest import need_tool
 from tests.conftest import EXAMPLES
-from tests.lab.live import live
+from tests.lab.live import established_lab, live, sessions_missing
 
 pytestmark = live
 
@@ -72,34 +70,8 @@ def _ns_inode(path: str) -> int:
 def lab(tmp_path_factory):
     _need_tools()
     lab_dir = tmp_path_factory.mktemp("deploy") / "lab"
-    up = lab_core.up(EXAMPLES / "hpn-pod.yaml", "small", lab_dir, ssh=True)
-    prefix = up.prefix
-    try:
-        # `lab up` returns once the daemons run; the tests start from an established
-        # fabric, or a session still connecting reads as a deviation in the facts
-        missing = _sessions_missing(up)
-        assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
+    with established_lab(lab_dir, EXAMPLES / "hpn-pod.yaml", ssh=True) as up:
         yield up
-    finally:
-        if (lab_dir / "state.json").exists():
-            lab_core.down(lab_dir)
-        assert lab_namespaces(prefix) == []
-
-
-def _sessions_missing(lab, timeout_s: float = 90.0) -> list[tuple[str, str, str]]:
-    """(switch, peer, state) of every session the model expects that is not Established,
-    polled until none is (or timeout)."""
-    f = lab.fabric
-    want = expected_sessions(f, np.ones(len(f.links), dtype=bool))
-    t0 = time.monotonic()
-    while True:
-        got = bgp_sessions(lab.dir, lab.layout.switches)
-        bad = [(sw, peer, got.get(sw, {}).get(peer, "missing"))
-               for sw in lab.layout.switches for peer in sorted(want[sw])
-               if got.get(sw, {}).get(peer) != "Established"]
-        if not bad or time.monotonic() - t0 > timeout_s:
-            return bad
-        time.sleep(0.5)
 
 
 def _settled(lab, timeout_s: float = 60.0) -> list:
@@ -271,7 +243,7 @@ def test_broken_frr_conf_fails_the_gate_and_stops_the_rollout(lab):
     for s in every:
         assert (lab.dir / "frr" / s / "frr.conf").read_text() == installed[s], s
         assert vtysh(lab.dir, s, "show running-config") == running[s], s
-    assert _sessions_missing(lab) == []
+    assert sessions_missing(lab) == []
 
 
 def test_deploy_hosts_check_mode_reports_no_connectx(lab):

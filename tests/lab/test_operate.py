@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 
 from aifabric.lab import core as lab_core
-from aifabric.lab import lab_namespaces, verify
+from aifabric.lab import verify
 from aifabric.lab.daemons import daemon_pids, vtysh
 from aifabric.lab.inject import alive_links
 from tests.conftest import EXAMPLES
-from tests.lab.live import live
-from tests.lab.test_deploy import _need_tools, _sessions_missing, _settled, playbook, recap
+from tests.lab.live import established_lab, live, sessions_missing
+from tests.lab.test_deploy import _need_tools, _settled, playbook, recap
 
 pytestmark = live
 
@@ -45,16 +45,8 @@ ROLLBACK_LIMIT_S = float(os.environ.get("AIFABRIC_ROLLBACK_LIMIT_S", "30"))
 def lab(tmp_path_factory):
     _need_tools()
     lab_dir = tmp_path_factory.mktemp("operate") / "lab"
-    up = lab_core.up(EXAMPLES / "hpn-pod.yaml", "small", lab_dir, ssh=True)
-    prefix = up.prefix
-    try:
-        missing = _sessions_missing(up)
-        assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
+    with established_lab(lab_dir, EXAMPLES / "hpn-pod.yaml", ssh=True) as up:
         yield up
-    finally:
-        if (lab_dir / "state.json").exists():
-            lab_core.down(lab_dir)
-        assert lab_namespaces(prefix) == []
 
 
 def _plane(lab, sw: str) -> int:
@@ -127,7 +119,7 @@ def test_canary_then_batches_a_failed_batch_is_rolled_back_and_nothing_else_touc
     assert s["never_touched"] == sorted(set(lab.layout.switches) - {canary, *batch2})
     assert s["rolled_back_gate_failed"] == [] and not s["ok"]
     assert "not Established" in s["failed"][broken]
-    assert _sessions_missing(lab) == [] and _settled(lab) == []
+    assert sessions_missing(lab) == [] and _settled(lab) == []
 
 
 def test_rollback_of_a_failed_batch_of_seven_is_within_the_bound(lab):
@@ -151,7 +143,7 @@ def test_rollback_of_a_failed_batch_of_seven_is_within_the_bound(lab):
     print(f"rollback of a failed batch of {len(plane0)} switches: {took:.1f} s")
     assert took < ROLLBACK_LIMIT_S
     assert _running(lab) == before_run
-    assert _sessions_missing(lab) == [] and _settled(lab) == []
+    assert sessions_missing(lab) == [] and _settled(lab) == []
 
 
 def test_lab_deploy_brings_a_changed_spec_through_the_playbooks(lab, cli, tmp_path):
@@ -236,7 +228,7 @@ def test_heal_after_a_link_flap_makes_kernel_groups_equal_frr_and_the_model(lab,
     time.sleep(2)
     for n, i in ((lk.ns_a, lk.if_a), (lk.ns_b, lk.if_b)):
         subprocess.run(["ip", "-n", n, "link", "set", i, "up"], check=True)
-    assert _sessions_missing(current, timeout_s=60) == []
+    assert sessions_missing(current, timeout_s=60) == []
     time.sleep(2)  # routes re-announced after the session came back
     f = current.fabric
     sws = current.layout.switches

@@ -12,18 +12,14 @@ import subprocess
 import threading
 import time
 
-import numpy as np
 import pytest
 
-from aifabric.lab import core as lab_core
-from aifabric.lab import lab_namespaces
 from aifabric.lab.queues import Queues, parse_queues, read_queues
 from aifabric.lab.traffic import PAYLOAD, run_traffic
-from aifabric.lab.verify import bgp_sessions, expected_sessions
 from aifabric.telemetry.exporter import LabCollector, scrape_text
 from tests._require import need, skip_allowed
 from tests.conftest import EXAMPLES
-from tests.lab.live import live
+from tests.lab.live import established_lab, live
 
 SPEC = EXAMPLES / "hpn-pod.yaml"
 SCENARIO = EXAMPLES / "scenarios" / "lab-incast.yaml"
@@ -64,38 +60,14 @@ def test_red_thresholds_are_milliseconds_of_the_port_rate():
     assert (q.rate_bps, q.min_bytes, q.max_bytes, q.limit_bytes) == (10**7, 6250, 18750, 62500)
 
 
-def _sessions_missing(lab, timeout_s: float = 90.0) -> list[tuple[str, str, str]]:
-    """(switch, peer, state) of every session the model expects that is not Established,
-    polled until none is (or timeout)."""
-    f = lab.fabric
-    want = expected_sessions(f, np.ones(len(f.links), dtype=bool))
-    t0 = time.monotonic()
-    while True:
-        got = bgp_sessions(lab.dir, lab.layout.switches)
-        bad = [(sw, peer, got.get(sw, {}).get(peer, "missing"))
-               for sw in lab.layout.switches for peer in sorted(want[sw])
-               if got.get(sw, {}).get(peer) != "Established"]
-        if not bad or time.monotonic() - t0 > timeout_s:
-            return bad
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def qlab(tmp_path_factory):
     from tests.lab.live import LAB, NO_LAB
 
     need(LAB, not NO_LAB, NO_LAB)
     lab_dir = tmp_path_factory.mktemp("traffic") / "lab"
-    up = lab_core.up(SPEC, "small", lab_dir, queues=parse_queues("auto", PORT_MBIT))
-    prefix = up.prefix
-    try:
-        missing = _sessions_missing(up)
-        assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
+    with established_lab(lab_dir, SPEC, queues=parse_queues("auto", PORT_MBIT)) as up:
         yield up
-    finally:
-        if (lab_dir / "state.json").exists():
-            lab_core.down(lab_dir)
-        assert lab_namespaces(prefix) == []
 
 
 def _tc(ns: str) -> list[dict]:
