@@ -30,8 +30,8 @@ from aifabric.web.topology import (
     STAT_COLOUR_BY,
     _check_arrays,
     _check_stat,
+    _edge,
     _groups,
-    _per_link,
     _per_link_stat,
     _reduce,
     node_dead,
@@ -156,17 +156,11 @@ def _view_edges(f: Fabric, vid: np.ndarray, ids: list[str], links: np.ndarray,
     edges = []
     for e in range(E):  # drawn edges: ToR groups x aggs + aggs x cores (~1,100 on HPN)
         s, t = int(ue[e] // V), int(ue[e] % V)
-        edge = {"id": f"e:{ids[s]}|{ids[t]}", "source": ids[s], "target": ids[t],
-                "tier": _KINDS[int(ekind[e])], "links": int(cnt[e]),
-                "links_down": int(edown[e]), "capacity_gbps": float(cap[e])}
-        if arc_value is not None:
-            u, d = float(eu[e]), float(ed[e])
-            edge.update(up=u, down=d, value=max(u, d),
-                        per_link=_per_link(max(u, d), int(cnt[e]), agg)
-                        if per is None else float(per[e]))
-        else:
-            edge.update(up=None, down=None, value=None, per_link=None)
-        edges.append(edge)
+        val = {} if arc_value is None else {
+            "up": float(eu[e]), "dn": float(ed[e]),
+            "per": None if per is None else float(per[e])}
+        edges.append(_edge(f"e:{ids[s]}|{ids[t]}", ids[s], ids[t], _KINDS[int(ekind[e])],
+                           int(cnt[e]), int(edown[e]), float(cap[e]), agg, **val))
     return edges
 
 

@@ -411,17 +411,12 @@ def overview(f: Fabric, arc_value: np.ndarray | None, *, level: str = "auto",
     kinds = [k.label for k in LinkKind]
     for e in range(E):  # group edges: a few hundred
         s, t = int(g.edge_src[e]), int(g.edge_dst[e])
-        edge = {"id": f"e:{g.ids[s]}|{g.ids[t]}", "source": g.ids[s], "target": g.ids[t],
-                "tier": kinds[int(g.edge_kind[e])], "links": int(g.edge_links[e]),
-                "links_down": int(edge_down[e]), "capacity_gbps": float(g.edge_cap[e])}
-        if arc_value is not None:
-            u, d = float(up[e]), float(down[e])
-            edge.update(up=u, down=d, value=max(u, d),
-                        per_link=_per_link(max(u, d), int(g.edge_links[e]), agg)
-                        if per is None else float(per[e]))
-        else:
-            edge.update(up=None, down=None, value=None, per_link=None)
-        edges.append(edge)
+        val = {} if arc_value is None else {
+            "up": float(up[e]), "dn": float(down[e]),
+            "per": None if per is None else float(per[e])}
+        edges.append(_edge(f"e:{g.ids[s]}|{g.ids[t]}", g.ids[s], g.ids[t],
+                           kinds[int(g.edge_kind[e])], int(g.edge_links[e]),
+                           int(edge_down[e]), float(g.edge_cap[e]), agg, **val))
     return {"level": g.level, "planes_merged": g.merged, "agg": agg, "stat": stat,
             "nodes": nodes, "edges": edges, "tiers": list(TIERS),
             "colour_by": COLOUR_BY[agg] if stat is None else STAT_COLOUR_BY[stat]}
@@ -447,6 +442,23 @@ COLOUR_BY = {"sum": "per link: a group's sum divided by its links",
 STAT_COLOUR_BY = {"max": "per link: the hottest of a group's links",
                   "p99": "per link: the 99th percentile of a group's links",
                   "mean": "per link: the mean over a group's links"}
+
+
+def _edge(eid: str, source: str, target: str, tier: str, links: int, down: int,
+          cap: float, agg: str, up: float | None = None, dn: float | None = None,
+          per: float | None = None) -> dict[str, Any]:
+    """One drawn edge as the page reads it: its links and capacity, and (with a metric)
+    its value up and down, the larger, and one link's figure (``per``, else
+    :func:`_per_link` of the larger)."""
+    edge: dict[str, Any] = {"id": eid, "source": source, "target": target, "tier": tier,
+                            "links": links, "links_down": down, "capacity_gbps": cap}
+    if up is None or dn is None:
+        edge.update(up=None, down=None, value=None, per_link=None)
+    else:
+        v = max(up, dn)
+        edge.update(up=up, down=dn, value=v,
+                    per_link=_per_link(v, links, agg) if per is None else per)
+    return edge
 
 
 def _per_link(value: float, links: int, agg: str) -> float:
@@ -651,17 +663,12 @@ def _uplink_edges(f: Fabric, m: _Members, up: _Uplinks, arc_value: np.ndarray | 
     edges: list[dict[str, Any]] = []
     for e in range(E):  # ToRs x agg groups: a few dozen
         t, gi = int(m.tors[ue[e] // W]), int(ug[ue[e] % W])
-        edge = {"id": f"e:n:{t}|{g.ids[gi]}", "source": f"n:{t}", "target": g.ids[gi],
-                "tier": kinds[int(ekind[e])], "links": int(cnt[e]),
-                "links_down": int(edown[e]), "capacity_gbps": float(ecap[e])}
-        if arc_value is not None:
-            u, d = float(eu[e]), float(ed[e])
-            edge.update(up=u, down=d, value=max(u, d),
-                        per_link=_per_link(max(u, d), int(cnt[e]), agg)
-                        if per is None else float(per[e]))
-        else:
-            edge.update(up=None, down=None, value=None, per_link=None)
-        edges.append(edge)
+        val = {} if arc_value is None else {
+            "up": float(eu[e]), "dn": float(ed[e]),
+            "per": None if per is None else float(per[e])}
+        edges.append(_edge(f"e:n:{t}|{g.ids[gi]}", f"n:{t}", g.ids[gi],
+                           kinds[int(ekind[e])], int(cnt[e]), int(edown[e]),
+                           float(ecap[e]), agg, **val))
     return edges
 
 
