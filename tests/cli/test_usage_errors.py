@@ -42,7 +42,7 @@ def _one_line(r) -> str:
     (["simulate", ALLREDUCE, "--bogus"], ["--bogus", "no such option"]),
     (["simulate", ALLREDUCE, "--out"], ["--out", "needs a value", "--out DIR"]),
     (["frobnicate"], ["no such command 'frobnicate'", "plan", "serve"]),
-    (["lab", "frobnicate"], ["no such command", "up, status"]),
+    (["lab", "frobnicate"], ["no such command", "allowed: up, ", "status", "down"]),
     (["plan", "--gpus", "0"], ["--gpus", "at least 1"]),
     (["sweep", "run", SWEEP, "--engine", "slurm", "--dry-run"], ["--engine", "local, ray"]),
     (["monitor", "lab", "--probes", "ten"], ["--probes", "an integer"]),
