@@ -626,7 +626,7 @@ def tx_start(S, p):
         hpush(HT, G, end, E_TXDONE, p, ZERO)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def pull(S, p, now):
     """The next data frame of a NIC port's QPs (round robin, paced by each QP's rate and
     window), or -1; schedules a wake-up when a paced QP becomes ready."""
@@ -796,7 +796,7 @@ def pause_apply(S, p, tc, on):
 
 
 # ---------------------------------------------------------------------- NIC
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def reply(S, q, kind, seq, tc, data):
     """The receiving NIC of QP ``q`` sends an ACK/NAK (echoing ``data``'s timestamp,
     telemetry and ECN count) or a CNP back along the reverse route."""
@@ -846,7 +846,7 @@ def reorder(S, q, d):
     QI[q, h + b] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def ooo_receive(S, q, k, seq, rcv, pay, now):
     """The out-of-order receiver (``nic.receiver: ooo``, UEC RUD): a frame at the next
     expected sequence is delivered and so are the frames the bitmap holds right behind
