@@ -217,6 +217,9 @@ def test_layout_columns_do_not_overlap():
     # NIC-side spraying and trimming (test_entropy.py) after them
     assert L.TRIM_ON == L.FRX + 1 and L.TRQ_N == L.TRIM_B + 1 and L.NS_TARGET == L.QX_TRQ + 1
     assert L.Q_TNAKS == L.Q_FRREC + 1 and L.Q_TRH == L.Q_TNAKS + 1 and L.Q_RCRED == L.Q_TRC + 1
-    assert L.P_TRIMS == L.P_BH + 1 and L.NPI == L.P_TRIMS + 1 and L.NKI == L.K_EV + 1
+    # the port columns (numbered for the cache, not in order): each of 0..NPI-1 once
+    pi = [getattr(L, n) for n in dir(L) if n.startswith("P_") and n not in
+          ("P_PPB", "P_GBPS", "P_PMAX", "P_XF0")]
+    assert sorted(pi) == list(range(L.NPI)) and L.NKI == L.K_EV + 1
     # the UEC congestion controls' columns after those (test_uec_cc.py)
     assert L.NCI == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1

@@ -389,7 +389,7 @@ def rand_ev(RNG):
     return _splitmix(RNG, 2)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def ev_next(S, q):
     """The entropy value of QP ``q``'s next data packet (``nic.entropy``): its source
     port + i (mod 65,536), i by the algorithm: oblivious = uniform random; round robin =
@@ -426,7 +426,7 @@ def ev_next(S, q):
     return (QI[q, Q_SPORT] + (i if i < n else n - 1)) & 0xFFFF
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def ev_feedback(S, q, echo):
     """REPS at the sender: an ACK/NAK echoes the entropy value of the data packet it
     answers (``echo``: value + 65,536 when that packet was ECN-marked, -1: none); an
@@ -626,7 +626,7 @@ def tx_start(S, p):
         hpush(HT, G, end, E_TXDONE, p, ZERO)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def pull(S, p, now):
     """The next data frame of a NIC port's QPs (round robin, paced by each QP's rate and
     window), or -1; schedules a wake-up when a paced QP becomes ready."""
@@ -714,13 +714,13 @@ def pull(S, p, now):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def trq_head(S, q):
     """The QI column of QP ``q``'s oldest queued repair (trimming)."""
     return S[CI_][QX_TRQ] + S[QI_][q, Q_TRH]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def trq_pop(S, q):
     """The oldest trimmed packet QP ``q`` has to repair (its sequence), off the queue."""
     CI, QI = S[CI_], S[QI_]
@@ -731,7 +731,7 @@ def trq_pop(S, q):
     return seq
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def window_full(S, q, seq, fly):
     """The NIC window (``nic.window``): would the next packet of QP ``q`` put more than
     the window un-acknowledged? The window follows the rate (x rate / line) when
@@ -751,7 +751,7 @@ def window_full(S, q, seq, fly):
     return fly + pay > w
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def kick(S, p):
     """Something may be ready to send on port ``p``: start it now, or when the frame on the
     wire is done."""
@@ -796,7 +796,7 @@ def pause_apply(S, p, tc, on):
 
 
 # ---------------------------------------------------------------------- NIC
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def reply(S, q, kind, seq, tc, data):
     """The receiving NIC of QP ``q`` sends an ACK/NAK (echoing ``data``'s timestamp,
     telemetry and ECN count) or a CNP back along the reverse route."""
@@ -821,7 +821,7 @@ def reply(S, q, kind, seq, tc, data):
     kick(S, p)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def reorder(S, q, d):
     """A data frame of QP ``q`` reaches its receiver ``d`` packets ahead of the next
     expected one (0: in order): the QP's reorder histogram (exact below 16, then one
@@ -846,7 +846,7 @@ def reorder(S, q, d):
     QI[q, h + b] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def ooo_receive(S, q, k, seq, rcv, pay, now):
     """The out-of-order receiver (``nic.receiver: ooo``, UEC RUD): a frame at the next
     expected sequence is delivered and so are the frames the bitmap holds right behind
@@ -1131,7 +1131,7 @@ def rto(S, q):
 
 
 # ---------------------------------------------------------------------- congestion control
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def cc_on_send(S, q, now, nbytes):
     c = S[CI_][CC]
     if c == CC_DCQCN:
@@ -1140,13 +1140,13 @@ def cc_on_send(S, q, now, nbytes):
         rccc.on_send(S, q, nbytes)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def cc_on_cnp(S, q, now):
     if S[CI_][CC] == CC_DCQCN:
         dcqcn.on_cnp(S, q, now)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def cc_blocked(S, q, seq, fly):
     """NSCC's window or RCCC's credit holds QP ``q``'s next packet back?"""
     c = S[CI_][CC]
@@ -1159,7 +1159,7 @@ def cc_blocked(S, q, seq, fly):
     return False
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
     if c >= CC_RCCC:  # RCCC: the first ACK ends the speculation

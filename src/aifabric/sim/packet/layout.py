@@ -83,13 +83,16 @@ NCF = 31
 CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 CC_NSCC, CC_RCCC, CC_NSCC_RCCC = range(5, 8)
 # ---------------------------------------------------------------------- PI: port ints
-(P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_HEADROOM, P_REV, P_BUSY, P_TXEV, P_TXB, P_ECN,
- P_DROPS, P_WAKE, P_RR, P_QTOT, P_FH, P_FT, P_NQP) = range(18)
-# the port's own WRED profile (issue 12 item 2: per port speed); the link's own propagation
-# (ps, without the switch latency: what a PFC frame back over it takes); spare slot
-(P_KMIN, P_KMAX, P_LPROP, P_X1) = range(18, 22)
-# a black-holed arc (PacketSim.blackhole: its frames are lost, the switches still use it)
-P_BH = 22
+# (numbered so that what a frame's hop reads of its ingress and egress port lies in two
+# cache lines of the row: numpy starts a large array 16 bytes into a line, so columns
+# 0-5 and 6-13 of a 24-column row each share one)
+(P_ARC, P_SRC, P_DST, P_HOST, P_PROP, P_BH, P_REV, P_BUSY, P_TXEV, P_TXB, P_QTOT, P_FH,
+ P_FT, P_KMIN, P_ECN, P_DROPS, P_WAKE, P_NQP, P_RR) = range(19)
+# P_BH: a black-holed arc (PacketSim.blackhole: its frames are lost, the switches still
+# use it); P_KMIN (above), P_KMAX: the port's own WRED profile (issue 12 item 2: per port
+# speed); the link's own propagation (ps, without the switch latency: what a PFC frame
+# back over it takes); spare slot; the PFC headroom
+(P_KMAX, P_LPROP, P_X1, P_HEADROOM) = range(19, 23)
 # data packets this port trimmed (packet.switch.trim)
 P_TRIMS = 23
 NPI = 24

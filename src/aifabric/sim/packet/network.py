@@ -305,7 +305,9 @@ class Network:
         P = len(arcs)
         self.PI = PI = np.zeros((P, L.NPI), dtype=np.int64)
         self.PF = PF = np.zeros((P, L.NPF), dtype=np.float64)
-        self.PT = PT = np.zeros((P, L.NPT, 8), dtype=np.int64)
+        # stored class-major (port x TC x field) and seen as port x field x TC: the
+        # fields of one (port, class) that the loop touches per frame share a cache line
+        self.PT = PT = np.zeros((P, 8, L.NPT), dtype=np.int64).transpose(0, 2, 1)
         PT[:, L.T_QH] = -1
         PT[:, L.T_QT] = -1
         self.ports: dict[int, Port] = {}

@@ -154,7 +154,7 @@ def init(qi: np.ndarray, qf: np.ndarray, ci: np.ndarray, cf: np.ndarray, p: Any,
     qi[LASTACK] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def bounds(S, q):
     """The window within [one MTU, max window]."""
     QF = S[QF_]
@@ -167,7 +167,7 @@ def bounds(S, q):
     QF[q, F_WIN] = w
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def quick_adapt(S, q, now, is_loss, skip, delay):
     """Quick adapt; True when it acted (or the ACK is one it ignores): the caller skips
     the window update."""
@@ -194,7 +194,7 @@ def quick_adapt(S, q, now, is_loss, skip, delay):
     return done
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def delay_sample(S, q, raw, skip):
     """The base RTT (the smallest RTT, with its BDP and max window) and the average delay
     from one RTT sample ``raw`` (ps); returns the sample's queueing delay."""
@@ -215,7 +215,7 @@ def delay_sample(S, q, raw, skip):
     return float(d)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def on_ack(S, q, now, k):
     """An ACK (frame ``k``): its cumulative sequence, the send time and ECN count of the
     packets it answers."""
@@ -233,7 +233,7 @@ def on_ack(S, q, now, k):
     update(S, q, now, skip, delay, newly)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def update(S, q, now, skip, delay, newly):
     """The window update of one ACK: ``skip`` (an ECN mark echoed), ``delay`` (ps of
     queueing), ``newly`` (bytes acknowledged for the first time)."""
@@ -292,7 +292,7 @@ def on_nak(S, q, now, nbytes):
     bounds(S, q)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def blocked(S, q, fly, pay):
     """The window holds the bytes in flight plus the next packet's?"""
     return fly + pay > S[QF_][q, F_WIN]
