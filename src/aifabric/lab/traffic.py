@@ -38,6 +38,8 @@ __all__ = ["MAX_FLOWS", "TrafficResult", "run_traffic"]
 
 CLONE_NEWNET = 0x40000000
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+#: setsockopt's buffer size past net.core.rmem_max (needs CAP_NET_ADMIN)
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 ECT0 = 0b10
 CE = 0b11
 #: most flows one run paces (one Python loop sends them all)
@@ -155,7 +157,11 @@ def run_traffic(lab: Any, scenario: Path, seconds: float, flow_mbit: float | Non
             def make_rx(port: int = port) -> socket.socket:
                 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+                try:  # root (the lab): past net.core.rmem_max, so a receiver that a
+                    # busy machine leaves waiting does not overflow its socket
+                    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
+                except OSError:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
                 s.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
                 s.bind(("0.0.0.0", port))
                 s.setblocking(False)
