@@ -82,6 +82,11 @@ def test_ctrl_c_at_any_moment_of_simulate_exits_130_leaving_nothing_partial(tmp_
         if code == 0:
             assert _files(out) == complete, delay
             continue
+        if code == -signal.SIGINT:  # it came while the interpreter was shutting down after
+            # the run had finished (CPython restores SIGINT's default action there): the
+            # shell reports 130, and the output must be whole
+            assert _files(out) == complete, (delay, _files(out))
+            continue
         assert code == EXIT_CODE, (delay, code, err)
         assert err.splitlines() == [MESSAGE], (delay, err)
         assert not out.exists() or _files(out) == complete, (delay, _files(out))

@@ -204,10 +204,13 @@ def inventory_vars(lab: Path, devices: list[str], switches: list[str]
                      aifabric_frr_conf=str(frr / "frr.conf"), aifabric_frr_socket=str(frr),
                      aifabric_frr_rundir=str(frr))
         per[dev] = v
-    python = shutil.which("python3") or sys.executable
+    # the interpreter itself, never a version manager's shim: 20 sessions at once each
+    # running a shell profile that rehashes pyenv's shims made a shim briefly empty (an
+    # empty collector output, exit 0)
+    python = os.path.realpath(sys.executable)
     common = (f"-o UserKnownHostsFile={d / 'known_hosts'} -o StrictHostKeyChecking=yes "
               "-o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=5")
     return per, {"ansible_user": "root", "ansible_ssh_private_key_file": str(d / "id_ed25519"),
                  "ansible_ssh_common_args": common, "ansible_control_path_dir": str(d / "cp"),
                  "ansible_ssh_transfer_method": "piped", "ansible_python_interpreter": python,
-                 "aifabric_sonic": False, "aifabric_gate_timeout": 30}
+                 "aifabric_python": python, "aifabric_sonic": False, "aifabric_gate_timeout": 30}
