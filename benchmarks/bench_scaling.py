@@ -478,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         plot(records, fit, args.out / "scaling.png")
     print(f"\nwrote {args.out / 'scaling.json'}, scaling.csv"
           + ("" if args.no_plot else ", scaling.png"))
-    return 0
+    # refusals and points past the limit are results; a point that crashed is not
+    return 1 if any(r["status"] == "failed" for r in records) else 0
 
 
 def _cpu_model() -> str:
