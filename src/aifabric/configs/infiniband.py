@@ -12,10 +12,13 @@ Ethernet switch configs (SONiC, FRR) and NIC scripts:
   OpenSM does not guess them again;
 * ``subnet-manager/topology.net``: the planned topology in ``ibnetdiscover`` format
   (node names, port numbers, cables); the lab runs ``ibsim`` on it;
+* ``subnet-manager/sharp_am.cfg`` (switches that aggregate): the SHARP Aggregation
+  Manager's tree settings (:mod:`aifabric.configs.sharp`);
 * ``ib-cabling.csv``: one row per cable with both ends' IB port numbers;
 * ``hosts/<host>/nccl.env``: ``NCCL_IB_HCA`` (device:port, rail order), ``NCCL_IB_SL``,
   ``NCCL_IB_PKEY`` (index 0: the default partition), QPs per connection, the topology
-  file and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics.
+  file and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics; with SHARP switches, NCCL's
+  SHARP plugin switches (``NCCL_COLLNET_ENABLE``, ``SHARP_COLL_ENABLE_SAT``).
 
 GUIDs in these files are the plan's (Mellanox OUI, from the node order): a real fabric
 has its own; :func:`check_discovered` matches by node description (the names) and port
@@ -164,8 +167,9 @@ def ib_cabling_csv(sn: Subnet) -> str:
     return "\n".join(rows) + "\n"
 
 
-def nccl_env_ib(ctx: Any, sn: Subnet, host: int) -> str:
-    """The ``nccl.env`` of host index ``host`` on InfiniBand."""
+def nccl_env_ib(ctx: Any, sn: Subnet, host: int, sharp: bool = False) -> str:
+    """The ``nccl.env`` of host index ``host`` on InfiniBand; ``sharp``: the switches
+    aggregate, NCCL's SHARP plugin is switched on (:mod:`aifabric.configs.sharp`)."""
     from aifabric.configs.nccl import TOPO_PATH, rail_optimized
     from aifabric.configs.nic import host_nics
 
@@ -190,12 +194,17 @@ def nccl_env_ib(ctx: Any, sn: Subnet, host: int) -> str:
     ]
     if rail_optimized(ctx):
         lines.append("NCCL_CROSS_NIC=0")
+    if sharp:
+        from aifabric.configs.sharp import nccl_sharp_env
+
+        lines += nccl_sharp_env()
     return "\n".join(lines) + "\n"
 
 
 def render_infiniband(ctx: Any) -> Iterator[tuple[str, str]]:
     """The InfiniBand files of a build (module doc), in a fixed order."""
     from aifabric.configs.nccl import render_nccl_topo
+    from aifabric.configs.sharp import sharp_am_cfg, sharp_capable
 
     f = ctx.fabric
     spec = f.spec
@@ -209,11 +218,14 @@ def render_infiniband(ctx: Any) -> Iterator[tuple[str, str]]:
         yield "subnet-manager/root-guids.conf", "".join(
             f"0x{int(g):016x}\n" for g in sn.sw_guid[t.roots])
     yield "subnet-manager/topology.net", net_file(sn)
+    sharp = sharp_capable(f)
+    if sharp:
+        yield "subnet-manager/sharp_am.cfg", sharp_am_cfg(f, sn)
     yield "ib-cabling.csv", ib_cabling_csv(sn)
     for h in range(len(f.host_node)):
         name = str(f.nodes.name[f.host_node[h]])
         yield f"hosts/{name}/nccl-topo.xml", render_nccl_topo(ctx.hosts, h)
-        yield f"hosts/{name}/nccl.env", nccl_env_ib(ctx.hosts, sn, h)
+        yield f"hosts/{name}/nccl.env", nccl_env_ib(ctx.hosts, sn, h, sharp=sharp)
 
 
 # ------------------------------------------------------------- pre-flight check
