@@ -77,7 +77,7 @@ def build_cmd(
                       "arbitration)   partitions.conf   topology.net"
                       + ("   root-guids.conf" if (Path(out) / "subnet-manager" /
                                                   "root-guids.conf").is_file() else "")
-                      + ("   sharp_am.cfg (SHARP trees)" if (Path(out) / "subnet-manager"
+                      + ("   sharp_am.cfg" if (Path(out) / "subnet-manager"
                                                             / "sharp_am.cfg").is_file()
                          else ""),
                       markup=False)
