@@ -159,3 +159,19 @@ def test_sharp_jobs_bad_input_is_one_line_exit_2(tmp_path, cli, change, field):
     assert len(lines) == 1 and f"{field}:" in lines[0], r.err
     assert "Traceback" not in r.err
     assert not out.exists()
+
+
+def test_a_dp_group_with_8_gpus_per_host_runs_nccls_collnet_phases(tmp_path):
+    """TP 1 x DP 128: each host has 8 GPUs of the one DP group, so NCCL's CollNet
+    reduces inside the host over NVLink (ReduceScatter, AllGather) and each NIC sends
+    its slice S/8 once: a bucket takes max(2(g-1)/g x S / NVLink, S/g / NIC), here the
+    NVLink phases' 1.75 x S / 3,600 Gbit/s (within 1%)."""
+    def change(doc):
+        doc["jobs"][0]["parallel"] = {"dp": 128, "tp": 1}
+    res = api.simulate(_scenario(tmp_path, change))
+    bucket = 7e9 * 2 / 4
+    closed = max(1.75 * bucket * 8 / 3600, bucket / 8 * 8 / NIC_GBPS)
+    dp = [c for c in res.summary["collectives"] if " dp " in c["collective"]]
+    assert len(dp) == 4 and {c["algorithm"] for c in dp} == {"sharp"}
+    for c in dp:
+        assert c["time_ns"] == pytest.approx(closed, rel=0.01)
