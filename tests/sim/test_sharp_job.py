@@ -69,9 +69,6 @@ def test_a_sharp_jobs_step_meets_the_closed_form_and_beats_the_ring(tmp_path):
     assert len(dp_colls) == 4 and {c["algorithm"] for c in dp_colls} == {"sharp"}
     assert all(c["job"] == "llm-7b" and c["gpus"] == dp for c in dp_colls)
     assert "notes" not in sharp.summary
-    # no GPU sends to a GPU of another segment: the switches reduce
-    assert sharp.summary["jobs"][0]["cross_segment_bytes"] == 0
-    assert ring.summary["jobs"][0]["cross_segment_bytes"] > 0
 
 
 def test_each_host_link_carries_the_gradients_once_against_the_rings_2_n_minus_1_over_n(

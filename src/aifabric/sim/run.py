@@ -284,16 +284,8 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
     # per pipeline stage: every TP rank's group, transfers per byte of the bucket
     per_stage = []
     for p in range(pp):
-        parts = []
-        for t in range(tp):
-            (src, _, unit, arcs), ring = _sharp_transfers(f, groups[p * tp + t], g[p, :, t],
-                                                          h[p, :, t], 1.0)
-            # the GPU pairs of the arc transfers are placeholders (the arc is the path):
-            # each GPU with one of its own segment, so that the jobs table counts no
-            # GPU-to-GPU bytes across segments (none cross: the switches reduce)
-            mate = _segment_mate(f, g[p, :, t])
-            dst = mate[np.arange(len(src)) % len(mate)]
-            parts.append(((src, dst, unit, arcs), ring))
+        parts = [_sharp_transfers(f, groups[p * tp + t], g[p, :, t], h[p, :, t], 1.0)
+                 for t in range(tp)]
         arc_part = [np.concatenate([x[0][k] for x in parts]) for k in range(4)]
         ring_part = [np.concatenate([x[1][k] for x in parts]) for k in range(3)]
         per_stage.append((np.concatenate([arc_part[0], ring_part[0]]),
@@ -313,24 +305,6 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
         return stage
 
     return dp_sharp
-
-
-def _segment_mate(f: Fabric, gpus: np.ndarray) -> np.ndarray:
-    """For each GPU of ``gpus``, the next one (cyclically) in the same segment; a GPU
-    alone in its segment gets the next GPU of the list."""
-    k = len(gpus)
-    seg = f.nodes.segment[gpus]
-    order = np.lexsort((np.arange(k), seg))
-    s_sorted = seg[order]
-    first = np.searchsorted(s_sorted, s_sorted, side="left")
-    last = np.searchsorted(s_sorted, s_sorted, side="right") - 1
-    pos = np.arange(k)
-    nxt = np.where(pos < last, pos + 1, first)
-    mate = np.empty(k, dtype=np.int64)
-    mate[order] = gpus[order[nxt]]
-    alone = first == last
-    mate[order[alone]] = np.roll(gpus, -1)[order[alone]]
-    return mate
 
 
 def _check_parallel(js: JobSpec, where: str, problems: list[Problem]) -> None:
