@@ -76,7 +76,10 @@ def build_cmd(
         console.print("  subnet-manager/ opensm.conf (engine, LMC, QoS SL2VL and VL "
                       "arbitration)   partitions.conf   topology.net"
                       + ("   root-guids.conf" if (Path(out) / "subnet-manager" /
-                                                  "root-guids.conf").is_file() else ""),
+                                                  "root-guids.conf").is_file() else "")
+                      + ("   sharp_am.cfg" if (Path(out) / "subnet-manager"
+                                                            / "sharp_am.cfg").is_file()
+                         else ""),
                       markup=False)
         console.print(f"  hosts/     {res.hosts:,} hosts: nccl-topo.xml, nccl.env "
                       "(InfiniBand)", markup=False)
