@@ -451,6 +451,26 @@ def ev_feedback(S, q, echo):
         QI[q, Q_EVH] = h + 1 if h + 1 < b else 0
 
 
+@njit(cache=True, inline='always')
+def ecmp_group(CI, QI, QR, T, q, rev, hop, node):
+    """The ECMP group of switch ``node`` toward the destination of a frame of QP ``q``
+    (direction ``rev``) on its ``hop``-th arc, for :func:`ev_pick` and :func:`lb_pick`:
+    (the route's own port, the group, where its members start in ``T``, how many). No
+    members (0) where the switch has no group toward the destination or the group's
+    paths are not as long as what is left of the route: the frame follows its route."""
+    rp = QR[q, rev, hop]
+    row = T[node]
+    d = QI[q, Q_DSTI + rev]
+    if row < 0 or d < 0:
+        return rp, -1, 0, 0
+    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
+    g = T[at]
+    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
+        return rp, -1, 0, 0
+    gp = CI[LB_GP0] + g
+    return rp, g, CI[LB_GA0] + T[gp], T[gp + 1] - T[gp]
+
+
 @njit(cache=True)
 def ev_pick(CI, QI, QR, T, q, rev, hop, node, ev):
     """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``: data,
@@ -461,18 +481,9 @@ def ev_pick(CI, QI, QR, T, q, rev, hop, node, ev):
     member of its group toward the destination (``hash mod n``, or through the member
     table). The route's own port where the switch has no group of the right length (as
     :func:`lb_pick`)."""
-    rp = QR[q, rev, hop]
-    row = T[node]
-    d = QI[q, Q_DSTI + rev]
-    if row < 0 or d < 0:
+    rp, _, lo, n = ecmp_group(CI, QI, QR, T, q, rev, hop, node)
+    if n == 0:
         return rp
-    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
-    g = T[at]
-    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
-        return rp
-    gp = CI[LB_GP0] + g
-    lo = CI[LB_GA0] + T[gp]
-    n = T[gp + 1] - T[gp]
     if n == 1:
         return T[lo]
     w = CI[EV_W]
@@ -496,18 +507,9 @@ def lb_pick(CI, PI, QI, QR, T, RNG, q, rev, hop, node, now):
     when the switch has no group toward the destination or the group's paths are not as
     long as what is left of the route (a route of another policy): the frame keeps its
     hop count, so it reaches the destination after exactly the route's hops."""
-    rp = QR[q, rev, hop]
-    row = T[node]
-    d = QI[q, Q_DSTI + rev]
-    if row < 0 or d < 0:
+    rp, g, lo, n = ecmp_group(CI, QI, QR, T, q, rev, hop, node)
+    if n == 0:
         return rp
-    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
-    g = T[at]
-    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
-        return rp
-    gp = CI[LB_GP0] + g
-    lo = CI[LB_GA0] + T[gp]
-    n = T[gp + 1] - T[gp]
     if n == 1:
         return T[lo]
     if CI[LB_MODE] == LB_SPRAYM:
