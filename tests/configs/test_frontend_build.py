@@ -175,7 +175,8 @@ def test_cabling_matches_the_plan(base):
         assert {r[6] for r in mine} == {str(fe.port_gbps)}
     for s in range(fe.storage.nodes):
         (r,) = [r for r in access if r[2] == f"storage-{s:02d}"]
-        assert r[4] == f"fe-sleaf-{s // fp.nodes_per_leaf:02d}" and r[6] == "%g" % fe.storage.nic_gbps
+        assert r[4] == f"fe-sleaf-{s // fp.nodes_per_leaf:02d}"
+        assert r[6] == f"{fe.storage.nic_gbps:g}"
     leaves = sorted({r[2] for r in up})
     assert len(leaves) == fp.host_leaves + fp.storage_leaves
     model = spec.switch_model(fe.switch)
@@ -221,7 +222,7 @@ def test_hosts_get_their_frontend_addresses(base):
             assert all(int(re.match(r"ens(\d+)f", p).group(1)) >= n_backend
                        for p, _, _ in ports)
     routed = set()
-    for name, text in _fe(base, "frr.conf").items():
+    for text in _fe(base, "frr.conf").values():
         routed |= set(re.findall(r"^ip route (\S+)/32 Vlan\d+$", text, re.M))
     assert routed == set(addr.values())
 
@@ -229,12 +230,11 @@ def test_hosts_get_their_frontend_addresses(base):
 def test_the_host_script_applies_and_checks_clean_in_a_namespace(tmp_path):
     """In a network namespace with the host's frontend ports (veths): the script sets
     addresses, tables, rules and sysctls, and then --check finds no deviation."""
+    from tests._require import need
     from tests.lab.live import NO_LAB
 
-    from tests._require import need
-
     need("a live lab (root, ip netns)", not NO_LAB, NO_LAB)
-    name, text = next((rel.split("/")[2], t) for rel, t in sorted(_files("rail").items())
+    _, text = next((rel.split("/")[2], t) for rel, t in sorted(_files("rail").items())
                       if rel.startswith("frontend/hosts/host-"))
     script = tmp_path / "nic-setup.sh"
     script.write_text(text)
@@ -261,7 +261,7 @@ def test_the_host_script_applies_and_checks_clean_in_a_namespace(tmp_path):
             assert f"{addr}/32" in got
             rt = subprocess.run([ip, "-n", ns, "route", "show", "table", table],
                                 capture_output=True, text=True, check=True).stdout
-            assert rt.startswith(f"default via ") and f"dev {p}" in rt
+            assert rt.startswith("default via ") and f"dev {p}" in rt
     finally:
         subprocess.run([ip, "netns", "del", ns], check=False)
 

@@ -52,7 +52,7 @@ def test_ring_inside_a_domain_never_touches_the_scaleout_and_meets_nvlinks_close
     """A ring AllReduce over the 16 GPUs of one domain (4 trays): 0 bytes on any PCIe, NIC
     or switch link; each GPU's NVLink carries 2(n-1)/n S each way; the time is the NVLink
     closed form 2(n-1) (S/n / B + latency), B the domain's per-GPU rate, within 1%."""
-    f, wl, paths, run = _run(NVL16, {"collectives": [
+    f, _, _, run = _run(NVL16, {"collectives": [
         {"name": "ar", "op": "allreduce", "algorithm": "ring", "size_bytes": size,
          "gpus": list(range(16))}]})
     assert _scaleout_bytes(f, run) == 0.0
@@ -89,12 +89,12 @@ def test_a_jobs_tp_and_ep_inside_a_domain_stay_on_nvlink():
            "model": {"params": 1e9, "layers": 2, "hidden": 2048, "seq_len": 1024,
                      "micro_batch": 1, "moe_every": 1, "top_k": 2},
            "compute": {"fwd_ms_per_layer": 0.1}, "placement": "pack"}
-    f, wl, paths, run = _run(NVL16, {"jobs": [job]})
+    f, _, _, run = _run(NVL16, {"jobs": [job]})
     assert run.arc_bytes.sum() > 0 and _scaleout_bytes(f, run) == 0.0
     f0, _, _, run0 = _run(None, {"jobs": [job]})
     assert _scaleout_bytes(f0, run0) > 0  # on trays alone the groups cross the fabric
     two = {**job, "gpus": 32, "parallel": {"tp": 4, "dp": 8, "pp": 1, "ep": 4}}
-    f2, wl2, paths2, run2 = _run(NVL16, {"jobs": [two]})
+    f2, wl2, _, run2 = _run(NVL16, {"jobs": [two]})
     dag = wl2.dag
     dom = host_domains(f2)
     cross = dom[f2.nodes.host[dag.src]] != dom[f2.nodes.host[dag.dst]]
@@ -112,8 +112,9 @@ def test_a_jobs_tp_and_ep_inside_a_domain_stay_on_nvlink():
 def test_simulate_cli_has_no_domain_note_and_nvlink_only(cli, tmp_path):
     """`aifabric simulate` on GB200 NVL72 trays: a ring over one 72-GPU domain runs on
     NVLink alone (no note that it does not), the tiers it loads are the scale-up ones."""
-    from tests.conftest import EXAMPLES
     import json
+
+    from tests.conftest import EXAMPLES
 
     doc = yaml.safe_load((EXAMPLES / "scaleup" / "gb200-nvl72-x8.yaml").read_text())
     doc["hosts"]["gpus"] = 144

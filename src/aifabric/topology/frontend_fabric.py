@@ -84,7 +84,7 @@ def build_frontend(spec: Spec, backend: Fabric) -> Fabric | None:
     n_up, host_down, node_down = _leaf_ports(fp, model.ports, S, host_b, ports_host, node_b)
     # compute hosts and their frontend ports
     H = len(hosts)
-    h_ids = fb.add_nodes(NodeKind.HOST, names, host=np.arange(H), index=np.arange(H))
+    fb.add_nodes(NodeKind.HOST, names, host=np.arange(H), index=np.arange(H))
     pool = fe.pools.hosts
     first = int(pool.network_address) + 1
     nh = np.repeat(np.arange(H), ports_host)
