@@ -296,3 +296,34 @@ def test_bad_frontend_input_is_one_line_exit_2_nothing_written(tmp_path, front, 
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and f": {field}: " in lines[0], r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_uneven_uplinks_spread_over_the_plans_spines():
+    """HPN pod frontend: 21 leaves x 32 uplinks over the plan's 6 spines (32 = 5 x 6 +
+    2): every leaf sends 5 or 6 links to each spine, the spines' port use differs by at
+    most one and fits their 128 ports, and no switch port is cabled twice."""
+    import numpy as np
+
+    from aifabric.topology.fabric import LinkKind, NodeKind
+    from aifabric.topology.frontend_fabric import build_frontend
+    from tests.conftest import EXAMPLES
+
+    spec = spec_from_dict(__import__("yaml").safe_load(
+        (EXAMPLES / "scaleup" / "hpn-pod-frontend.yaml").read_text()))
+    f = build_fabric(spec)
+    fe = build_frontend(spec, f)
+    fp = plan_frontend(spec, int((~f.nodes.backup[f.host_node]).sum()))
+    li = fe.links
+    ls = np.flatnonzero(li.kind == LinkKind.LEAF_SPINE)
+    spines = fe.ids(NodeKind.AGG)
+    leaves = fe.ids(NodeKind.TOR)
+    assert len(spines) == fp.spines == 6 and len(leaves) == 21
+    per = np.zeros((len(leaves), len(spines)), dtype=int)
+    np.add.at(per, (np.searchsorted(leaves, li.a[ls]), np.searchsorted(spines, li.b[ls])), 1)
+    assert (per.sum(axis=1) == 32).all() and set(np.unique(per)) == {5, 6}
+    use = per.sum(axis=0)
+    assert use.max() - use.min() <= 1 and use.max() <= 128
+    for end, port in ((li.a, li.a_port), (li.b, li.b_port)):
+        sw = fe.is_switch[end]
+        key = end[sw].astype(np.int64) * 65536 + port[sw]
+        assert len(np.unique(key)) == int(sw.sum())
