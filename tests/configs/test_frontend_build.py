@@ -327,3 +327,31 @@ def test_uneven_uplinks_spread_over_the_plans_spines():
         sw = fe.is_switch[end]
         key = end[sw].astype(np.int64) * 65536 + port[sw]
         assert len(np.unique(key)) == int(sw.sum())
+
+
+@pytest.mark.parametrize("family", ["clos", "fat_tree", "multiplane", "single_tor"])
+def test_every_backend_family_takes_a_frontend(family):
+    """The frontend builds beside every family's backend, its switch configs as valid as
+    the backend's (yanglint, vtysh), and beside an InfiniBand backend too."""
+    need_sonic_yang()
+    need_tool("yanglint")
+    need_tool("vtysh")
+    from aifabric.configs import BuildContext
+    from aifabric.configs.validate import validate_configs
+
+    ctx = BuildContext.of(build_fabric(_spec(family, FRONT)))
+    checked, yang, frr = validate_configs(ctx)
+    assert checked == len(ctx.plan.switches) + len(ctx.frontend.plan.switches)
+    assert yang == [] and frr == []
+
+
+def test_an_infiniband_backend_gets_an_ethernet_frontend():
+    import yaml
+
+    from tests.conftest import EXAMPLES
+
+    doc = yaml.safe_load((EXAMPLES / "infiniband-fat-tree.yaml").read_text())
+    files = build_files(build_fabric(spec_from_dict({**doc, "frontend": FRONT})))
+    fe = [k for k in files if k.startswith("frontend/switches/")]
+    assert fe and all(k.endswith(("config_db.json", "frr.conf")) for k in fe)
+    assert not any(k.startswith("switches/") for k in files)  # no Ethernet backend configs
