@@ -131,3 +131,25 @@ def test_simulate_cli_has_no_domain_note_and_nvlink_only(cli, tmp_path):
     (c,) = out["collectives"]
     n, B, hop = 72, 18 * 400, 2 * 500  # a step: up to the NVSwitch and down, 500 ns each
     assert c["time_ns"] == pytest.approx(2 * (n - 1) * (2**30 / n * 8 / B + hop), rel=0.01)
+
+
+def test_a_domain_of_one_host_changes_nothing(cli, tmp_path):
+    """A domain of one 4-GPU tray (at the default NVLink rate of the trays) simulates a
+    job and collectives across trays byte for byte as the spec without a domain."""
+    outs = []
+    for name, domain in (("plain", None), ("one", {"gpus": 4, "switch": "nvswitch3"})):
+        d = tmp_path / name
+        d.mkdir()
+        doc = dict(TRAYS) if domain is None else {**TRAYS, "scaleup_domain": domain}
+        (d / "spec.yaml").write_text(yaml.safe_dump(doc))
+        (d / "scn.yaml").write_text(yaml.safe_dump({
+            "name": "s", "spec": "spec.yaml", "sim": "flow",
+            "collectives": [{"name": "ar", "op": "allreduce", "algorithm": "ring",
+                             "size_bytes": "64MiB", "gpus": 16}],
+            "jobs": [{"name": "j", "gpus": 16, "parallel": {"tp": 4, "dp": 4, "ep": 2},
+                      "model": {"params": 1e8, "layers": 2, "hidden": 1024,
+                                "seq_len": 512, "moe_every": 1}}]}))
+        r = cli("simulate", d / "scn.yaml", "--json")
+        assert r.code == 0, r.err
+        outs.append(r.out)
+    assert outs[0] == outs[1]
