@@ -97,6 +97,13 @@ def build_cmd(
             links = sum(1 for _ in fh) - 1
         console.print(f"  nvlink-cabling.csv {links:,} NVLink links (GPU link, switch chip "
                       "and port, tray, cartridge)")
+    fe = Path(out) / "frontend"
+    if fe.is_dir():  # only with a frontend network
+        n_sw = sum(1 for p in (fe / "switches").iterdir() if p.is_dir())
+        n_hosts = sum(1 for p in (fe / "hosts").iterdir() if p.is_dir())
+        console.print(f"  frontend/  {n_sw:,} switches: config_db.json, frr.conf   "
+                      f"{n_hosts:,} hosts and storage nodes: nic-setup.sh   cabling.csv   "
+                      "addressing.csv   bom.csv", markup=False)
     console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
                   + (f"grafana/ ({res.dashboards} dashboards)" if res.dashboards else
                      "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))

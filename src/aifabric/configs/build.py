@@ -10,6 +10,7 @@ from pathlib import Path
 
 from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan, plan_addresses
+from aifabric.configs.frontend import FrontendContext, render_frontend
 from aifabric.configs.frr import render_frr
 from aifabric.configs.lld import render_lld
 from aifabric.configs.nccl import nccl_env, render_nccl_topo
@@ -40,12 +41,15 @@ class BuildContext:
     ends: Endpoints
     switches: SwitchContext
     hosts: HostContext
+    #: the frontend (storage) network's own fabric and plan; None without ``frontend``
+    frontend: FrontendContext | None = None
 
     @classmethod
     def of(cls, fabric: Fabric) -> BuildContext:
         plan = plan_addresses(fabric)
         ends = Endpoints.of(plan)
-        return cls(plan, ends, SwitchContext(plan, ends), HostContext.of(plan, ends))
+        return cls(plan, ends, SwitchContext(plan, ends), HostContext.of(plan, ends),
+                   FrontendContext.of(fabric))
 
     @property
     def fabric(self) -> Fabric:
@@ -107,6 +111,8 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
         yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
         yield "bom.csv", bom_csv(ctx.plan, ctx.ends)
         yield from render_infiniband(ctx)
+        if ctx.frontend is not None:  # the frontend is Ethernet whatever the backend
+            yield from render_frontend(ctx.frontend, config_db_json)
         if progress:  # (the monitoring extras watch SONiC switches: not written here)
             progress(n_files(f))
         return
@@ -134,6 +140,8 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
         yield f"hosts/{name}/nccl.env", nccl_env(ctx.hosts, h)
         if progress:
             progress(1)
+    if ctx.frontend is not None:  # the frontend (storage) network: its own fabric
+        yield from render_frontend(ctx.frontend, config_db_json)
     for render in extra:  # e.g. the operate layer's Prometheus/Grafana files
         yield from render(ctx)
     # the Ansible inventory and playbooks that push this build and collect facts

@@ -153,21 +153,9 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
     return Workload(b.build(), job_gpus, iters, coll_gpus, pinned,
-                    notes=held.notes + _chakra_notes(chakra) + _domain_notes(f),
+                    notes=held.notes + _chakra_notes(chakra),
                     chakra=chakra,
                     sharp=sharp)
-
-
-def _domain_notes(f: Fabric) -> list[str]:
-    """A scale-up domain over several hosts: this simulator keeps NVLink inside a host, so
-    say so (the two dimensions are `aifabric nccl`'s)."""
-    d = f.spec.scaleup_domain
-    if d is None or d.gpus <= f.spec.hosts.gpus_per_host:
-        return []
-    return [f"the scale-up domain spans {d.gpus // f.spec.hosts.gpus_per_host} hosts "
-            f"({d.gpus} GPUs); this simulation carries NVLink inside a host only and "
-            "routes GPUs of other hosts over the scale-out fabric: `aifabric nccl` "
-            "simulates the domain (docs/scaleup.md)"]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, PositiveInt, ValidationError, model_vali
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aifabric.spec.base import StrictModel
-from aifabric.spec.deploy import Deploy
+from aifabric.spec.deploy import Asn, Deploy, Mtu, Qos
 from aifabric.spec.infiniband import InfiniBand
 from aifabric.spec.names import Name, Text
 from aifabric.spec.scheduled import SCHEDULED_FAMILIES, ScheduledFabric, field_error
@@ -28,6 +28,7 @@ __all__ = [
     "ClosTopology",
     "FatTreeTopology",
     "Frontend",
+    "FrontendPools",
     "Hosts",
     "HpnTopology",
     "Latency",
@@ -410,6 +411,35 @@ class StorageNodes(_Strict):
                         description="storage nodes one host's data is striped over")
 
 
+class FrontendPools(_Strict):
+    """The frontend's address pools: a separate fabric, so separate from the backend's
+    (``addressing.nic_pool``, ``deploy.pools``); the defaults sit in 172.16.0.0/12 beside
+    the backend's loopbacks and never overlap the backend's defaults."""
+
+    hosts: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.20.0.0/14"),
+        description="one /32 per frontend port of a host or storage node; the last "
+        "usable address is the leaves' anycast gateway")
+    loopback: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.17.0.0/16"),
+        description="one /32 per frontend switch")
+    p2p: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.18.0.0/15"),
+        description="one /31 per leaf-spine link")
+
+
+def _frontend_asn() -> Asn:
+    return Asn(first=64_512, last=65_534)
+
+
+def _frontend_qos() -> Qos:
+    """Lossy, as storage over TCP runs: no PFC; unmarked traffic (DSCP 0: storage,
+    checkpoints, data loading) in the ECN-marked data class (TC 3, 90% of the DWRR),
+    network control (CS6, DSCP 48) strictly first, other DSCPs best effort (TC 0)."""
+    return Qos(mode="lossy", roce_dscp=0, roce_tc=3, cnp_dscp=48, cnp_tc=6,
+               roce_weight_percent=90)
+
+
 class Frontend(_Strict):
     """The frontend (storage, checkpoint, data) network: a second 2-tier leaf-spine with
     its own host NICs (HPN's ninth NIC: 2 x 200G), switches and oversubscription, and the
@@ -422,6 +452,15 @@ class Frontend(_Strict):
     oversubscription: float = Field(default=1.0, ge=0.01, le=100.0,
                                     description="leaf down:up bandwidth")
     storage: StorageNodes = StorageNodes()
+    pools: FrontendPools = Field(default_factory=FrontendPools,
+                                 description="the frontend's own address pools")
+    asn: Asn = Field(default_factory=_frontend_asn,
+                     description="the frontend's private ASNs (default: the 2-byte "
+                     "range, the backend's default takes the 4-byte one)")
+    qos: Qos = Field(default_factory=_frontend_qos,
+                     description="the frontend switches' QoS (default lossy: no PFC, "
+                     "ECN on the storage class; docs/frontend.md)")
+    mtu: Mtu = Field(default_factory=Mtu, description="frontend MTUs (jumbo)")
 
     @property
     def host_gbps(self) -> float:
@@ -486,6 +525,39 @@ class Spec(_Strict):
                 "Spec", "scheduled", "a scheduled fabric is an Ethernet fabric (its edge "
                 "speaks RoCE to the hosts); allowed with transport: roce only",
                 self.transport)
+        return self
+
+    @model_validator(mode="after")
+    def _frontend_disjoint(self) -> Spec:
+        """The frontend is a separate fabric: its pools overlap none of the backend's
+        (nor each other) and its ASNs are not the backend's."""
+        fe = self.frontend
+        if fe is None:
+            return self
+        backend = {"addressing.nic_pool": self.addressing.nic_pool,
+                   "deploy.pools.loopback": self.deploy.pools.loopback,
+                   "deploy.pools.p2p": self.deploy.pools.p2p}
+        front = {"hosts": fe.pools.hosts, "loopback": fe.pools.loopback, "p2p": fe.pools.p2p}
+        errors: list[tuple[tuple[str, ...], str, object]] = []
+        names = list(front)
+        for i, k in enumerate(names):
+            net = front[k]
+            clash = [f"{b} {n}" for b, n in backend.items() if net.overlaps(n)]
+            clash += [f"frontend.pools.{o} {front[o]}" for o in names[:i]
+                      if net.overlaps(front[o])]
+            if clash:
+                errors.append((("frontend", "pools", k), f"{net} overlaps {clash[0]}; "
+                               "allowed: a pool disjoint from the backend's and the "
+                               "frontend's other pools", str(net)))
+        a, b = fe.asn, self.deploy.asn
+        if a.first <= b.last and b.first <= a.last:
+            errors.append((("frontend", "asn"), f"{a.first}..{a.last} overlaps deploy.asn "
+                           f"{b.first}..{b.last}; allowed: a range disjoint from the "
+                           "backend's", f"{a.first}..{a.last}"))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, [
+                InitErrorDetails(type=PydanticCustomError("frontend", m), loc=loc, input=v)
+                for loc, m, v in errors])
         return self
 
     def switch_model(self, name: str) -> SwitchModel | None:
