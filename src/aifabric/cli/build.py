@@ -94,6 +94,12 @@ def build_cmd(
             links = sum(1 for _ in fh) - 1
         console.print(f"  nvlink-cabling.csv {links:,} NVLink links (GPU link, switch chip "
                       "and port, tray, cartridge)")
+    mg = Path(out) / "mgmt-cabling.csv"
+    if mg.is_file():  # only with a management network
+        with mg.open() as fh:
+            cables = sum(1 for _ in fh) - 1
+        console.print(f"  mgmt-cabling.csv {cables:,} management cables (switch eth0, host "
+                      "OS NIC and BMC ports, uplinks)")
     console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
                   + (f"grafana/ ({res.dashboards} dashboards)" if res.dashboards else
                      "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))
