@@ -19,8 +19,10 @@ file                                                what
 ``monitoring/grafana/dashboards/*.json``            :mod:`aifabric.telemetry.dashboards`
 =================================================== ======================================
 
-The plan has no management network, so a switch is scraped at its loopback (reachable
-over the fabric's BGP) and a host at the /32 of its first NIC port. Every value that
+With a management network (the spec's ``management:``, :mod:`aifabric.topology.
+management`) every target is a management address: a switch's ``eth0``, a host's OS
+management NIC. Without one, a switch is scraped in band at its loopback (reachable over
+the fabric's BGP) and a host at the /32 of its first NIC port. Every value that
 comes from the spec is written as a JSON string (a valid YAML double-quoted scalar), so
 a name cannot add a key or a line. Same fabric, same bytes.
 """
@@ -94,6 +96,12 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
     iv, ev = duration(scrape), duration(evaluation)
     sw = ctx.plan.switches
     hosts, host_ip = _first_nic_address(ctx)
+    sw_ip = ctx.plan.loopback[sw]
+    where_sw, where_host = "at its loopback", "at its first NIC port's address"
+    if ctx.mgmt is not None:  # out of band: every target at its management address
+        sw_ip, host_ip = ctx.mgmt.node_address[sw], ctx.mgmt.node_address[hosts]
+        where_sw = "at its management address (eth0, out of band)"
+        where_host = "at its management address (OS management NIC, out of band)"
     lines = [
         f"# Prometheus for the fabric {_Q(f.spec.name)}, from aifabric build",
         "# (promtool check config prometheus.yml); targets carry the plan's labels",
@@ -109,12 +117,12 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
         "  - job_name: aifabric",
         "    static_configs:",
         f"      - targets: [{_Q(exporter)}]",
-        "  # every switch: SONiC exporter at its loopback",
+        f"  # every switch: SONiC exporter {where_sw}",
         "  - job_name: sonic",
         *_EXPORTER_RELABEL,
         "    static_configs:",
-        *_targets(ctx, sw, ctx.plan.loopback[sw], SONIC_EXPORTER_PORT),
-        "  # every host: node exporter at its first NIC port's address",
+        *_targets(ctx, sw, sw_ip, SONIC_EXPORTER_PORT),
+        f"  # every host: node exporter {where_host}",
         "  - job_name: node",
         *_EXPORTER_RELABEL,
         "    static_configs:",
