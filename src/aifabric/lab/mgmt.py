@@ -43,9 +43,9 @@ import json
 import os
 import re
 import shutil
+import shlex
 import signal
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +55,7 @@ import numpy as np
 from aifabric.configs import BuildContext
 from aifabric.configs.addressing import ip_str
 from aifabric.errors import Problem, SpecError
-from aifabric.lab._system import LabError, run
+from aifabric.lab._system import LabError, run, run_many
 
 __all__ = ["EXPORTER", "MAX_DEVICES", "MgmtLayout", "bridge_name", "mgmt_layout",
            "remove_bridge", "start_exporters", "stop_exporters"]
@@ -187,16 +187,18 @@ def start_exporters(lab: Path, lay: MgmtLayout, timeout_s: float = 30.0) -> dict
         return {}
     logs = lab / "mgmt"
     logs.mkdir(parents=True, exist_ok=True)
-    pids: dict[str, int] = {}
+    cmds = []
     for p in lay.ports:
-        with open(logs / f"{p.device}.log", "wb") as log:
-            proc = subprocess.Popen(
-                ["ip", "netns", "exec", p.ns, exe, f"--web.listen-address={p.address}:{p.port}",
-                 "--collector.disable-defaults", "--collector.netdev",
-                 "--web.disable-exporter-metrics"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        pids[p.device] = proc.pid
+        argv = [exe, f"--web.listen-address={p.address}:{p.port}",
+                "--collector.disable-defaults", "--collector.netdev",
+                "--web.disable-exporter-metrics"]
+        # started in the background by a shell that exits at once: the exporter outlives
+        # `lab up` (re-parented to init), and its pid is what the shell prints
+        line = (" ".join(shlex.quote(a) for a in argv)
+                + f" >{shlex.quote(str(logs / (p.device + '.log')))} 2>&1 </dev/null & echo $!")
+        cmds.append(["ip", "netns", "exec", p.ns, "setsid", "sh", "-c", line])
+    out = run_many(cmds)
+    pids = {p.device: int(o.stdout.split()[-1]) for p, o in zip(lay.ports, out, strict=True)}
     deadline = time.monotonic() + timeout_s
     waiting = list(lay.ports)
     while waiting:
