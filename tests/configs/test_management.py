@@ -245,3 +245,24 @@ def test_bad_management_input_is_one_line_exit_2_nothing_written(cli, tmp_path, 
     assert len(msg.splitlines()) == 1 and field in msg and says in msg, msg
     assert "Traceback" not in r.err
     assert not out.exists()
+
+
+def test_a_models_folder_without_the_management_modules_is_named(tmp_path):
+    """Models from before the MGMT_* modules: one line naming the missing files."""
+    from aifabric.configs.yang import default_models_dir, validate_config_dbs
+    from tests.conftest import need_sonic_yang
+
+    need_sonic_yang()
+    for p in default_models_dir().glob("*.yang"):
+        if not p.name.startswith("sonic-mgmt_"):
+            (tmp_path / p.name).symlink_to(p)
+    files = _files()
+    doc = json.loads(next(t for r, t in files.items() if r.endswith("config_db.json")))
+    with pytest.raises(FileNotFoundError) as err:
+        validate_config_dbs([("sw", doc)], tmp_path)
+    msg = str(err.value)
+    assert "sonic-mgmt_interface.yang" in msg and "sonic-mgmt_port.yang" in msg
+    assert "sonic-mgmt_vrf.yang" in msg and "\n" not in msg
+    # a document without management tables validates as before with those models
+    plain = {k: v for k, v in doc.items() if not k.startswith("MGMT_")}
+    assert validate_config_dbs([("sw", plain)], tmp_path) == []

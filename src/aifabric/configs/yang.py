@@ -233,6 +233,15 @@ def validate_config_dbs(docs: Sequence[tuple[str, dict[str, Any]]],
     exe = shutil.which("yanglint")
     models = models or default_models_dir()
     assert exe is not None and models is not None
+    # the management network's tables need their modules (a models folder from before
+    # them lacks them: say so instead of yanglint's unknown-module error per document)
+    needs = {_TABLES[t][0] for _, db in docs for t in db if t.startswith("MGMT_")}
+    needs |= {"sonic-mgmt_port"} if needs else set()
+    missing = sorted(f"{m}.yang" for m in needs if not (models / f"{m}.yang").is_file())
+    if missing:
+        raise FileNotFoundError(f"{MODELS_ENV}={models}: no {', '.join(missing)} there (the "
+                                "management network's MGMT_* tables; sonic-buildimage "
+                                "src/sonic-yang-models/yang-models)")
     jobs = jobs or len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="aifabric-yang-") as tmp:
         files: list[str] = []
