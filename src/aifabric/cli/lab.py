@@ -134,6 +134,15 @@ def up_cmd(
                   f"{len(lab.layout.static_tors)} ToRs) with the generated frr.conf; "
                   "next: aifabric lab test")
     _queues_line(lab)
+    m = lab.layout.mgmt
+    if m is not None:  # the spec's management network, reachable from here
+        n_exp = len(lab.state.get("mgmt", {}).get("exporter_pids", {}))
+        console.print(f"  management network: bridge {m.bridge} {m.gateway}/{m.prefixlen} "
+                      f"here, {len(m.ports)} devices on it (switch eth0, host "
+                      f"{m.ports[-1].ifname}); "
+                      + (f"node exporter on {n_exp} management addresses" if n_exp else
+                         "no node exporter (apt-get install prometheus-node-exporter)"),
+                      markup=False)
     if ssh:
         console.print(f"  sshd in {len(lab.layout.namespaces)} namespaces (key "
                       f"{lab.dir / 'ssh' / 'id_ed25519'}); ansible-playbook -i "

@@ -33,11 +33,13 @@ file                            what
 With a management network (the spec's ``management:``) ``ansible_host`` (and
 ``aifabric_mgmt``) is the device's management address -- a switch's ``eth0``, a host's OS
 management NIC; a host also has ``aifabric_bmc``. Without one it is in band: a switch's
-loopback and a host's first NIC /32 (as ``monitoring/prometheus.yml`` scrapes them). The health gate's plan per switch
-is its BGP peers (from ``frr.conf``) and its ECMP groups as a histogram -- how many NIC
-/32s the routing model (:class:`aifabric.routing.Fib`, the model ``aifabric lab test``
-checks the kernel against) routes over 1, 2, ... next hops and how many the switch
-delivers itself -- computed for every switch at once, in blocks, from the FIB arrays.
+loopback and a host's first NIC /32 (as ``monitoring/prometheus.yml`` scrapes them).
+
+The health gate's plan per switch is its BGP peers (from ``frr.conf``) and its ECMP
+groups as a histogram -- how many NIC /32s the routing model
+(:class:`aifabric.routing.Fib`, the model ``aifabric lab test`` checks the kernel
+against) routes over 1, 2, ... next hops and how many the switch delivers itself --
+computed for every switch at once, in blocks, from the FIB arrays.
 
 Every value from the spec is written as a JSON string (a valid YAML double-quoted
 scalar), so a name cannot add a key or a line. Same fabric, same bytes.

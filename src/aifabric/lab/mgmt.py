@@ -42,8 +42,8 @@ import ipaddress
 import json
 import os
 import re
-import shutil
 import shlex
+import shutil
 import signal
 import socket
 import time

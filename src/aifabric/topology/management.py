@@ -131,7 +131,7 @@ class ManagementPlan:
         uplinks = self.access_switches * m.uplinks if self.agg_switches else 0
         out: dict[str, Any] = {
             "pool": str(m.pool), "gateway": self.gateway_str,
-            "addresses": int(len(self.address)),
+            "addresses": len(self.address),
             "managed_ports": self.ports,
             "switch_ports": int(kinds[0]), "host_ports": int(kinds[1]),
             "bmc_ports": int(kinds[2]),
