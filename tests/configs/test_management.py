@@ -48,6 +48,7 @@ def test_without_the_section_nothing_changes():
     files = small_files("hpn")
     assert "mgmt-cabling.csv" not in files
     assert "mgmt" not in files["bom.csv"]
+    assert "Management network" not in files["LLD.md"]
     assert ",mgmt," not in files["addressing.csv"]
     assert not any("MGMT_" in t for r, t in files.items() if r.endswith("config_db.json"))
     f = build_fabric(spec_from_dict(SMALL["hpn"]))
@@ -208,8 +209,9 @@ def test_prometheus_targets_and_ansible_hosts_are_the_management_addresses():
 
 def test_same_spec_same_bytes():
     a, b = _files(), _files()
-    for rel in ("mgmt-cabling.csv", "bom.csv", "addressing.csv", "monitoring/prometheus.yml",
-                "ansible/inventory.yml"):
+    assert "## Management network (out of band)" in a["LLD.md"]
+    for rel in ("LLD.md", "mgmt-cabling.csv", "bom.csv", "addressing.csv",
+                "monitoring/prometheus.yml", "ansible/inventory.yml"):
         assert a[rel] == b[rel]
 
 

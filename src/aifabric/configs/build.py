@@ -11,7 +11,7 @@ from pathlib import Path
 from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan, plan_addresses
 from aifabric.configs.frr import render_frr
-from aifabric.configs.lld import render_lld
+from aifabric.configs.lld import render_lld, render_lld_management
 from aifabric.configs.nccl import nccl_env, render_nccl_topo
 from aifabric.configs.nic import HostContext, render_nic_script
 from aifabric.configs.nvlink import nvlink_cabling_csv
@@ -117,7 +117,10 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
         if progress:  # (the monitoring extras watch SONiC switches: not written here)
             progress(n_files(f))
         return
-    yield "LLD.md", render_lld(ctx.plan, ctx.ends)
+    lld = render_lld(ctx.plan, ctx.ends)
+    if ctx.mgmt is not None:  # (a section only with a management network)
+        lld += render_lld_management(ctx.mgmt)
+    yield "LLD.md", lld
     yield "cabling.csv", cabling_csv(ctx.plan, ctx.ends)
     yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends, ctx.mgmt)
     yield "bom.csv", bom_csv(ctx.plan, ctx.ends, ctx.mgmt)
