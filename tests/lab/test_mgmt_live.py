@@ -108,6 +108,15 @@ def _addr_in_root(ifname: str) -> list[str]:
             for a in i.get("addr_info", [])]
 
 
+def test_the_lab_test_passes_beside_the_management_network(mlab):
+    """Sessions, ECMP groups equal to the model, reachability and hops: unchanged by the
+    management interfaces and their connected routes."""
+    from aifabric.lab import check_lab
+
+    res = check_lab(mlab)
+    assert res.ok, res
+
+
 def test_management_subnet_stays_out_of_bgp(mlab):
     """The pool's connected route never reaches another switch's routing table by BGP."""
     from aifabric.lab.daemons import vtysh

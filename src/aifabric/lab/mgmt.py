@@ -178,7 +178,7 @@ def exporter_binary() -> str | None:
     return None
 
 
-def start_exporters(lab: Path, lay: MgmtLayout, timeout_s: float = 30.0) -> dict[str, int]:
+def start_exporters(lab: Path, lay: MgmtLayout, timeout_s: float = 60.0) -> dict[str, int]:
     """One node exporter per device, listening only on its management address; returns
     device -> pid once every one answers over the management network (bounded by
     ``timeout_s``), or {} when no node exporter is installed."""
