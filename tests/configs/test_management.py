@@ -268,3 +268,25 @@ def test_a_models_folder_without_the_management_modules_is_named(tmp_path):
     # a document without management tables validates as before with those models
     plain = {k: v for k, v in doc.items() if not k.startswith("MGMT_")}
     assert validate_config_dbs([("sw", plain)], tmp_path) == []
+
+
+def test_an_infiniband_build_plans_its_management_network_too(tmp_path, cli):
+    """IB switches have a management port as well: the same closed form, the same files
+    (no SONiC config: an IB build writes none)."""
+    from tests.configs.test_infiniband_build import DOC
+
+    doc = {**json.loads(json.dumps(DOC)), "management": {"pool": POOL, "ports_per_switch": 10}}
+    spec = tmp_path / "ib.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "build"
+    r = cli("build", spec, "--out", out)
+    assert r.code == 0, r.err
+    assert "mgmt-cabling.csv" in r.out
+    f = build_fabric(spec_from_dict(doc))
+    managed = int(f.is_switch.sum()) + 2 * len(f.host_node)
+    bom = {(x["item"], x["role"]): int(x["count"])
+           for x in _csv((out / "bom.csv").read_text())}
+    assert bom[("switch", "mgmt_access")] == math.ceil(managed / 10)
+    assert bom[("copper_cable", "mgmt_access")] == managed
+    rows = _csv((out / "mgmt-cabling.csv").read_text())
+    assert sum(x["tier"] == "mgmt_access" for x in rows) == managed
