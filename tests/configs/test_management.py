@@ -8,6 +8,7 @@ import io
 import ipaddress
 import json
 import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from aifabric.spec import spec_from_dict
 from aifabric.telemetry.monitoring import render_monitoring
 from aifabric.topology.management import plan_management
 from tests.configs.conftest import SMALL, small_files
+from tests.telemetry.conftest import promtool  # noqa: F401 (a fixture)
 
 POOL = "172.30.0.0/22"
 
@@ -202,6 +204,14 @@ def test_prometheus_targets_and_ansible_hosts_are_the_management_addresses():
         assert {k: v["ansible_host"] for k, v in hosts.items()} == {
             dev: target.split(":")[0] for target, dev in want.items()}
         assert all(v["aifabric_mgmt"] == v["ansible_host"] for v in hosts.values())
+    # every BMC through the IPMI exporter (remote mode): target = the BMC's address
+    want_bmc = {str(ipaddress.IPv4Address(int(mg.bmc_address[n]))): str(names[n])
+                for n in f.host_node.tolist()}
+    assert {sc["targets"][0]: sc["labels"]["device"]
+            for sc in jobs["bmc"]["static_configs"]} == want_bmc
+    assert jobs["bmc"]["relabel_configs"][-1]["replacement"] == "127.0.0.1:9290"
+    assert "bmc" not in {j["job_name"] for j in yaml.safe_load(
+        _files(bmc=False)["monitoring/prometheus.yml"])["scrape_configs"]}
     bmc = {k: v["aifabric_bmc"] for k, v in inv["servers"]["hosts"].items()}
     assert bmc == {str(names[n]): str(ipaddress.IPv4Address(int(mg.bmc_address[n])))
                    for n in f.host_node.tolist()}
@@ -231,6 +241,7 @@ def test_lab_ports_are_the_builds_scrape_ports():
      "allowed: agg_ports >= 16"),
     ({"pool": POOL, "ports_per_switch": 1}, "management.ports_per_switch", "allowed: 2..1024"),
     ({"pool": POOL, "host_interface": "eno1; rm"}, "management.host_interface", ""),
+    ({"pool": POOL, "bmc_exporter": "x:9290\nevil: 1"}, "management.bmc_exporter", ""),
 ])
 @pytest.mark.parametrize("command", ["build", "plan"])
 def test_bad_management_input_is_one_line_exit_2_nothing_written(cli, tmp_path, mg, field,
@@ -290,3 +301,13 @@ def test_an_infiniband_build_plans_its_management_network_too(tmp_path, cli):
     assert bom[("copper_cable", "mgmt_access")] == managed
     rows = _csv((out / "mgmt-cabling.csv").read_text())
     assert sum(x["tier"] == "mgmt_access" for x in rows) == managed
+
+
+def test_promtool_accepts_the_out_of_band_config(promtool, tmp_path):  # noqa: F811
+    files = _files(bmc_exporter="ipmi.example.net:9290")
+    for name in ("prometheus.yml", "alerts.yml"):
+        (tmp_path / name).write_text(files[f"monitoring/{name}"])
+    p = subprocess.run([promtool, "check", "config", "prometheus.yml"], cwd=tmp_path,
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert '"ipmi.example.net:9290"' in files["monitoring/prometheus.yml"]

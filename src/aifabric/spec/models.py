@@ -452,6 +452,9 @@ class Management(_Strict):
                            description="access-facing ports of one aggregation switch "
                            "(at most that many access switches)")
     bmc: bool = Field(default=True, description="every host's BMC gets a port and address")
+    bmc_exporter: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")] = Field(
+        default="127.0.0.1:9290", description="HOST:PORT of the ipmi_exporter (remote "
+        "mode) Prometheus asks for every BMC (the ``bmc`` job)")
     host_interface: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")] = Field(
         default="eno1", description="the hosts' OS management NIC")
     vrf: bool = Field(default=True, description="SONiC management VRF (MGMT_VRF_CONFIG): "

@@ -21,8 +21,10 @@ file                                                what
 
 With a management network (the spec's ``management:``, :mod:`aifabric.topology.
 management`) every target is a management address: a switch's ``eth0``, a host's OS
-management NIC. Without one, a switch is scraped in band at its loopback (reachable over
-the fabric's BGP) and a host at the /32 of its first NIC port. Every value that
+management NIC; and (``management.bmc``) a ``bmc`` job asks the ipmi_exporter at
+``management.bmc_exporter`` (remote mode, ``/ipmi?target=<BMC>``) for every host's BMC.
+Without one, a switch is scraped in band at its loopback (reachable over the fabric's
+BGP) and a host at the /32 of its first NIC port. Every value that
 comes from the spec is written as a JSON string (a valid YAML double-quoted scalar), so
 a name cannot add a key or a line. Same fabric, same bytes.
 """
@@ -59,14 +61,16 @@ _Q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 _LABELS = ("device", "tier", "plane", "rail", "segment", "pod")
 
 
-def _targets(ctx: BuildContext, nodes: np.ndarray, addr: np.ndarray, port: int) -> list[str]:
-    """``static_configs`` entries, one per device: its address and the plan's labels."""
+def _targets(ctx: BuildContext, nodes: np.ndarray, addr: np.ndarray,
+             port: int | None) -> list[str]:
+    """``static_configs`` entries, one per device: its address (and ``port``) and the
+    plan's labels."""
     f = ctx.fabric
     labels = device_labels(f, nodes)
     pod = f.nodes.pod[nodes].astype(np.int64)
     labels["pod"] = np.where(pod >= 0, pod.astype(str), "").astype(object)
     cols = [np.array([_Q(str(v)) for v in labels[k]], dtype=object) for k in _LABELS]
-    target = np.char.add(ip_str(addr), f":{port}")
+    target = ip_str(addr) if port is None else np.char.add(ip_str(addr), f":{port}")
     out = []
     for i in range(len(nodes)):
         lab = ", ".join(f"{k}: {c[i]}" for k, c in zip(_LABELS, cols, strict=True)
@@ -128,6 +132,25 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
         "    static_configs:",
         *_targets(ctx, hosts, host_ip, NODE_EXPORTER_PORT),
     ]
+    mg = ctx.mgmt
+    if mg is not None and mg.spec.bmc:  # every BMC, through the IPMI exporter
+        lines += [
+            "  # every host's BMC (out of band): ipmi_exporter in remote mode at "
+            "management.bmc_exporter",
+            "  - job_name: bmc",
+            "    metrics_path: /ipmi",
+            "    params:",
+            "      module: [default]",
+            "    relabel_configs:",
+            "      - source_labels: [__address__]",
+            "        target_label: __param_target",
+            "      - source_labels: [__param_target]",
+            "        target_label: instance",
+            "      - target_label: __address__",
+            f"        replacement: {_Q(mg.spec.bmc_exporter)}",
+            "    static_configs:",
+            *_targets(ctx, hosts, mg.bmc_address[hosts], None),
+        ]
     return "\n".join(lines) + "\n"
 
 
