@@ -108,6 +108,15 @@ def _addr_in_root(ifname: str) -> list[str]:
             for a in i.get("addr_info", [])]
 
 
+def test_lab_status_says_the_bridge_is_up_and_every_exporter_answers(mlab, cli):
+    m = mlab.layout.mgmt
+    r = cli("lab", "status", "--dir", mlab.dir)
+    assert r.code == 0, r.err
+    n = len(m.ports)
+    assert (f"management network: bridge {m.bridge} up ({m.gateway}/{m.prefixlen}), "
+            f"exporters answering {n}/{n}") in r.out, r.out
+
+
 def test_the_lab_test_passes_beside_the_management_network(mlab):
     """Sessions, ECMP groups equal to the model, reachability and hops: unchanged by the
     management interfaces and their connected routes."""

@@ -242,6 +242,13 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     hosts_up = sum(lab.layout.ns[h] in names for h in lab.layout.hosts)
     console.print(f"hosts: {hosts_up}/{len(lab.layout.hosts)} namespaces")
     _queues_line(lab)
+    m = lab.layout.mgmt
+    if m is not None:  # reachable from here right now?
+        from aifabric.lab.mgmt import answering, bridge_up
+
+        console.print(f"management network: bridge {m.bridge} "
+                      f"{'up' if bridge_up(m) else 'MISSING'} ({m.gateway}/{m.prefixlen}), "
+                      f"exporters answering {len(answering(m))}/{len(m.ports)}", markup=False)
     if lab.failures:
         console.print("failed: " + ", ".join(x.get("switch") or x.get("port", "")
                                              for x in lab.failures))

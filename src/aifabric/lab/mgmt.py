@@ -57,8 +57,8 @@ from aifabric.configs.addressing import ip_str
 from aifabric.errors import Problem, SpecError
 from aifabric.lab._system import LabError, run, run_many
 
-__all__ = ["EXPORTER", "MAX_DEVICES", "MgmtLayout", "bridge_name", "mgmt_layout",
-           "remove_bridge", "start_exporters", "stop_exporters"]
+__all__ = ["EXPORTER", "MAX_DEVICES", "MgmtLayout", "answering", "bridge_name", "bridge_up",
+           "mgmt_layout", "remove_bridge", "start_exporters", "stop_exporters"]
 
 #: the scrape ports of the build's ``prometheus.yml`` (:mod:`aifabric.telemetry.
 #: monitoring`, a layer above the lab; a test keeps them equal)
@@ -211,6 +211,26 @@ def start_exporters(lab: Path, lay: MgmtLayout, timeout_s: float = 60.0) -> dict
                            f"(logs: {logs})")
         time.sleep(0.1)
     return pids
+
+
+def answering(lay: MgmtLayout) -> list[str]:
+    """The devices whose exporter answers on its management address now (from here, over
+    the bridge), in layout order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        ok = list(pool.map(lambda p: _answers(p.address, p.port), lay.ports))
+    return [p.device for p, good in zip(lay.ports, ok, strict=True) if good]
+
+
+def bridge_up(lay: MgmtLayout) -> bool:
+    """Whether the lab's management bridge exists and holds the gateway address."""
+    out = run(["ip", "-4", "-json", "addr", "show", "dev", lay.bridge], check=False).stdout
+    try:
+        info = json.loads(out or "[]")
+    except ValueError:
+        return False
+    return any(a.get("local") == lay.gateway for i in info for a in i.get("addr_info", []))
 
 
 def _answers(address: str, port: int) -> bool:
