@@ -85,6 +85,7 @@ def build_cmd(
                       "(InfiniBand)", markup=False)
         console.print(f"  ib-cabling.csv {res.cables:,} cables   addressing.csv   bom.csv   "
                       "spec.yaml", markup=False)
+        _mgmt_line(Path(out))
         return
     console.print(f"  switches/  {res.switches:,} switches: config_db.json, frr.conf"
                   + (" (+ lacp.json on HPN ToRs)" if res.family == "hpn" else ""))
@@ -104,8 +105,19 @@ def build_cmd(
         console.print(f"  frontend/  {n_sw:,} switches: config_db.json, frr.conf   "
                       f"{n_hosts:,} hosts and storage nodes: nic-setup.sh   cabling.csv   "
                       "addressing.csv   bom.csv", markup=False)
+    _mgmt_line(Path(out))
     console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
                   + (f"grafana/ ({res.dashboards} dashboards)" if res.dashboards else
                      "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))
     console.print(f"  ASNs {res.asns:,}   loopbacks {res.loopbacks:,}   point-to-point /31s "
                   f"{res.p2p_links:,}   NIC /32s {res.nic_addresses:,}   QoS {res.qos}")
+
+
+def _mgmt_line(out: Path) -> None:
+    """The management network's cabling file, only when the spec has one."""
+    mg = out / "mgmt-cabling.csv"
+    if mg.is_file():
+        with mg.open() as fh:
+            cables = sum(1 for _ in fh) - 1
+        console.print(f"  mgmt-cabling.csv {cables:,} management cables (switch eth0, host "
+                      "OS NIC and BMC ports, uplinks)")

@@ -32,6 +32,7 @@ __all__ = [
     "Hosts",
     "HpnTopology",
     "Latency",
+    "Management",
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
@@ -467,6 +468,43 @@ class Frontend(_Strict):
         return float(self.nics_per_host * self.ports_per_nic * self.port_gbps)
 
 
+class Management(_Strict):
+    """The out-of-band management network (docs/spec.md, Management): one address per
+    managed port from ``pool`` -- every switch's ``eth0``, every host's OS management NIC
+    and (``bmc``) its BMC -- on 1G copper access switches of ``ports_per_switch`` ports,
+    each with ``uplinks`` to an aggregation layer of that many switches (one per uplink)
+    when more than one access switch is needed."""
+
+    pool: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("192.168.0.0/16"),
+        description="management addresses: the first is the gateway (the site's "
+        "management router), then every managed port, then the management switches")
+    ports_per_switch: int = Field(default=48, ge=2, le=1024,
+                                  description="access ports of one management switch")
+    port_gbps: Literal[1] = Field(default=1, description="access port speed, Gbit/s "
+                                  "(1000BASE-T: SONiC's MGMT_PORT speed)")
+    uplinks: int = Field(default=2, ge=1, le=16, description="uplinks of one access "
+                         "switch, one to each aggregation switch")
+    uplink_gbps: int = Field(default=10, ge=1, le=MAX_GBPS,
+                             description="uplink speed, Gbit/s")
+    agg_ports: int = Field(default=64, ge=1, le=MAX_SWITCH_PORTS,
+                           description="access-facing ports of one aggregation switch "
+                           "(at most that many access switches)")
+    bmc: bool = Field(default=True, description="every host's BMC gets a port and address")
+    bmc_exporter: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")] = Field(
+        default="127.0.0.1:9290", description="HOST:PORT of the ipmi_exporter (remote "
+        "mode) Prometheus asks for every BMC (the ``bmc`` job)")
+    host_interface: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")] = Field(
+        default="eno1", description="the hosts' OS management NIC")
+    vrf: bool = Field(default=True, description="SONiC management VRF (MGMT_VRF_CONFIG): "
+                      "eth0's routes apart from the fabric's")
+    access_m: float = Field(default=3.0, ge=0.1, le=100.0,
+                            description="access patch cable length (100 m: 1000BASE-T)")
+    uplink_m: float = Field(default=30.0, ge=0.1, le=MAX_CABLE_M,
+                            description="uplink cable length")
+    uplink_medium: Medium = Field(default="optic", description="uplink medium")
+
+
 class Spec(_Strict):
     """A GPU cluster, as a network architect describes it."""
 
@@ -495,6 +533,9 @@ class Spec(_Strict):
         "hosts.scaleup_gbps")
     frontend: Frontend | None = Field(
         default=None, description="the frontend/storage network; unset: none")
+    management: Management | None = Field(
+        default=None, description="the out-of-band management network; unset: none "
+        "(monitoring and Ansible reach devices in band)")
 
     @model_validator(mode="after")
     def _infiniband_consistent(self) -> Spec:
