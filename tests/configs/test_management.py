@@ -20,6 +20,7 @@ from aifabric.planning import plan_fabric
 from aifabric.spec import spec_from_dict
 from aifabric.telemetry.monitoring import render_monitoring
 from aifabric.topology.management import plan_management
+from tests._require import skip_allowed
 from tests.configs.conftest import SMALL, small_files
 from tests.telemetry.conftest import promtool  # noqa: F401 (a fixture)
 
@@ -157,12 +158,20 @@ def test_switch_config_db_has_its_management_port_and_address():
     assert "MGMT_VRF_CONFIG" not in db and "MGMT_INTERFACE" in db
 
 
+def _missing_mgmt_modules() -> list[str]:
+    from aifabric.configs.yang import default_models_dir
+
+    models = default_models_dir()
+    return [m for m in ("sonic-mgmt_port.yang", "sonic-mgmt_interface.yang",
+                        "sonic-mgmt_vrf.yang") if not (models / m).is_file()]
+
+
 @pytest.mark.parametrize("family", ["hpn", "single_tor"])
 def test_management_tables_are_valid_sonic_yang(family):
     """yanglint against SONiC's models: every switch valid; a wrong speed, a gateway of
     the wrong family and an unknown port name are each rejected (the tables are checked,
     not skipped)."""
-    from aifabric.configs.yang import validate_config_dbs
+    from aifabric.configs.yang import default_models_dir, validate_config_dbs
     from tests.conftest import need_sonic_yang
 
     need_sonic_yang()
@@ -170,6 +179,14 @@ def test_management_tables_are_valid_sonic_yang(family):
     docs = [(rel, json.loads(t)) for rel, t in sorted(files.items())
             if rel.endswith("config_db.json")]
     assert docs and all("MGMT_INTERFACE" in d for _, d in docs)
+    # every other table of the same documents is valid whatever the models folder holds
+    rest = [(rel, {k: v for k, v in d.items() if not k.startswith("MGMT_")})
+            for rel, d in docs]
+    assert validate_config_dbs(rest) == []
+    missing = _missing_mgmt_modules()
+    if missing:
+        skip_allowed("the SONiC models have no management modules",
+                     f"{', '.join(missing)} not in {default_models_dir()}")
     assert validate_config_dbs(docs) == []
     good = docs[0][1]
     bad_speed = json.loads(json.dumps(good))
@@ -311,3 +328,29 @@ def test_promtool_accepts_the_out_of_band_config(promtool, tmp_path):  # noqa: F
                        capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
     assert '"ipmi.example.net:9290"' in files["monitoring/prometheus.yml"]
+
+
+def test_a_management_pool_over_the_frontends_is_one_line(cli, tmp_path):
+    """The frontend (storage) network is a fabric of its own with its own pools: the
+    management pool overlaps none of them either."""
+    raw = json.loads(json.dumps(SMALL["hpn"]))
+    raw["frontend"] = {"nics_per_host": 1, "ports_per_nic": 2, "port_gbps": 200,
+                       "switch": "tomahawk5", "oversubscription": 3,
+                       "storage": {"nodes": 2, "nic_gbps": 400, "write_gbytes_per_s": 10,
+                                   "read_gbytes_per_s": 20},
+                       "pools": {"hosts": "172.20.0.0/16"}}
+    raw["management"] = {"pool": "172.20.128.0/20"}
+    spec = tmp_path / "s.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    r = cli("build", spec, "--out", tmp_path / "out")
+    assert r.code == 2, (r.out, r.err)
+    msg = r.err.strip()
+    assert len(msg.splitlines()) == 1 and "management.pool" in msg
+    assert "overlaps frontend.pools.hosts 172.20.0.0/16" in msg, msg
+    assert not (tmp_path / "out").exists()
+    raw["management"] = {"pool": "192.168.0.0/20"}  # disjoint: builds
+    spec.write_text(yaml.safe_dump(raw))
+    r = cli("build", spec, "--out", tmp_path / "ok")
+    assert r.code == 0, r.err
+    assert (tmp_path / "ok" / "mgmt-cabling.csv").is_file()
+    assert (tmp_path / "ok" / "frontend" / "cabling.csv").is_file()

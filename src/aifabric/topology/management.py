@@ -158,6 +158,10 @@ def _pool_problems(spec: Any, need: int) -> list[Problem]:
     others = {"addressing.nic_pool": spec.addressing.nic_pool,
               "deploy.pools.loopback": spec.deploy.pools.loopback,
               "deploy.pools.p2p": spec.deploy.pools.p2p}
+    fe = getattr(spec, "frontend", None)
+    if fe is not None:  # the frontend (storage) network's own pools
+        others.update({f"frontend.pools.{k}": getattr(fe.pools, k)
+                       for k in ("hosts", "loopback", "p2p")})
     out = [Problem("management.pool", f"{pool} overlaps {name} {net}; allowed: a pool "
                    "disjoint from the fabric's pools") for name, net in others.items()
            if pool.overlaps(net)]
