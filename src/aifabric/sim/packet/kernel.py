@@ -652,7 +652,7 @@ def pull(S, p, now):
     n = PI[p, P_NQP]
     wake = -1
     win_on = CI[WIN_ON] != 0  # a NIC window (nic.window)
-    uec = CI[CC] >= CC_NSCC  # NSCC's window, RCCC's credit
+    uec = CC_NSCC <= CI[CC] <= CC_NSCC_RCCC  # NSCC's window, RCCC's credit
     i = PI[p, P_RR]
     for _ in range(n):
         if i >= n:
@@ -966,7 +966,7 @@ def host_receive(S, k):
         else:  # a duplicate of delivered bytes
             QI[q, Q_DUP] += pay
             reply(S, q, ACK, rcv, QI[q, Q_TC], k)
-        if CI[CC] >= CC_RCCC:  # RCCC: the packet asks the receiver for credit
+        if CC_RCCC <= CI[CC] <= CC_NSCC_RCCC:  # RCCC: the packet asks the receiver for credit
             rccc.on_data(S, q, S[PI_][QR[q, 1, 0], P_SRC])
         free_pkt(S[G_], S[FREE_], k)
         return done
@@ -1185,7 +1185,7 @@ def cc_blocked(S, q, seq, fly):
 @njit(cache=True, inline='always')
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
-    if c >= CC_RCCC:  # RCCC: the first ACK ends the speculation
+    if CC_RCCC <= c <= CC_NSCC_RCCC:  # RCCC: the first ACK ends the speculation
         rccc.on_ack(S, q)
     if c in (CC_NSCC, CC_NSCC_RCCC):
         if S[KI_][k, K_KIND] == NAK:
