@@ -57,9 +57,17 @@ class IbLink:
 
     @classmethod
     def from_spec(cls, ib: Any, sls: list[int] | None = None) -> IbLink:
-        """From a spec's ``infiniband`` block."""
+        """From a spec's ``infiniband`` block; ``sls``: the SLs the run's QPs use (default:
+        ``nccl_sl``). Without ``vl_credits`` the port's buffer (``port_buffer_kb``) is
+        split evenly over the VLs in use, as a switch's shared buffer gives the lanes
+        that carry traffic their room; with it, each VL has its own credits."""
         s = [ib.nccl_sl] if sls is None else sorted(set(sls))
-        return cls(data_vls=ib.data_vls, sl2vl=ib.sl_to_vl(), credits=ib.credits(),
+        credits = ib.credits()
+        if ib.vl_credits is None:  # the port's buffer over the VLs in use (shared buffer)
+            used = sorted({ib.sl_to_vl()[x] for x in s})
+            per = ib.port_buffer_kb * 1024 // CREDIT_BYTES // len(used)
+            credits = [per if v in used else 0 for v in range(ib.data_vls)]
+        return cls(data_vls=ib.data_vls, sl2vl=ib.sl_to_vl(), credits=credits,
                    weights=ib.weights(), sl=ib.nccl_sl, sls=s,
                    adaptive=bool(ib.adaptive_routing),
                    source="infiniband.vl_credits" if ib.vl_credits is not None
