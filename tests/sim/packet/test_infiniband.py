@@ -22,8 +22,9 @@ MTU = 4096
 GBPS, DELAY = 400, 100.0
 
 
-def _cfg(cc: str = "none", **kw) -> PacketConfig:
-    return PacketConfig.model_validate({"cc": {"algorithm": cc}, "pfc": {"enabled": False},
+def _cfg(cc: str = "none", ibcc: dict | None = None, **kw) -> PacketConfig:
+    return PacketConfig.model_validate({"cc": {"algorithm": cc, "ibcc": ibcc or {}},
+                                        "pfc": {"enabled": False},
                                         "ecn": {"enabled": False},
                                         "nic": {"mtu_payload_bytes": MTU}, **kw})
 
@@ -82,17 +83,19 @@ def test_two_to_one_incast_on_an_idle_fabric_takes_the_closed_form_time():
 
 def _victim_net(victim_sl: int) -> tuple:
     """a, b -> c (SL 0) through s1 -> s2, c's link 100G: the bottleneck; victim v -> w
-    (SL ``victim_sl``) over the same s1 -> s2 link, w's link 200G. Returns (sim, victim
-    QP, incast QPs, topology, nodes)."""
+    (SL ``victim_sl``; -1: none) over the same s1 -> s2 link, v's link 150G (the victim's
+    own limit, 150G: s1 -> s2 has room for it and the incast's 100G). Returns (sim, victim QP,
+    incast QPs, topology)."""
     t = Topology()
     a, b, v = t.host("a"), t.host("b"), t.host("v")
     c, w = t.host("c"), t.host("w")
     s1, s2 = t.switch("s1"), t.switch("s2")
-    for h in (a, b, v):
+    for h in (a, b):
         t.link(h, s1, GBPS, DELAY)
+    t.link(v, s1, 150, DELAY)
     t.link(s1, s2, GBPS, DELAY)
     t.link(s2, c, 100, DELAY)
-    t.link(s2, w, 200, DELAY)
+    t.link(s2, w, GBPS, DELAY)
     ib = IbLink(sls=[0, 1], credits=[256] * 8)  # 16 KiB per VL
     sim = t.sim(_cfg(), ib=ib)
     inc = [sim.add_flow(t.route(x, s1, s2, c), 1_000_000, sl=0) for x in (a, b)]
@@ -106,9 +109,9 @@ def _victim_alone() -> int:
     t = Topology()
     v, w = t.host("v"), t.host("w")
     s1, s2 = t.switch("s1"), t.switch("s2")
-    t.link(v, s1, GBPS, DELAY)
+    t.link(v, s1, 150, DELAY)
     t.link(s1, s2, GBPS, DELAY)
-    t.link(s2, w, 200, DELAY)
+    t.link(s2, w, GBPS, DELAY)
     sim = t.sim(_cfg(), ib=IbLink(sls=[0, 1], credits=[256] * 8))
     q = sim.add_flow(t.route(v, s1, s2, w), 1_000_000, sl=1)
     sim.run()
@@ -118,7 +121,7 @@ def _victim_alone() -> int:
 def test_congestion_spreads_upstream_on_its_vl_and_a_victim_on_another_vl_is_unaffected():
     """The incast's VL (0) runs out of credit upstream of its bottleneck (s1 -> s2 and the
     senders' ports: congestion spreading); the victim on SL 1 = VL 1 crosses the same
-    s1 -> s2 link without ever waiting for credit and finishes as fast as alone (within
+    s1 -> s2 link without waiting for credit and finishes as fast as alone (within
     2%). Put on VL 0 instead, the same victim waits behind the incast's packets
     (head-of-line blocking) and takes at least 1.5x as long."""
     alone = _victim_alone()
@@ -130,7 +133,10 @@ def test_congestion_spreads_upstream_on_its_vl_and_a_victim_on_another_vl_is_una
             zip(cw["port"], cw["vl"], cw["credit_blocked_ns"], strict=True)}
     assert rows.get(("s1 -> s2", 0), 0) > 1000  # spread upstream of s2 -> c, on VL 0
     assert rows.get(("a -> s1", 0), 0) > 1000 and rows.get(("b -> s1", 0), 0) > 1000
-    assert ("s1 -> s2", 1) not in rows and ("v -> s1", 1) not in rows  # none on VL 1
+    # VL 1 never waits for credit on the shared link; the victim's own port at most for
+    # a packet's collision (< 0.1% of its time)
+    assert ("s1 -> s2", 1) not in rows
+    assert rows.get(("v -> s1", 1), 0) < 1e-3 * (vic.done_ps - vic.start_ps) / 1000
     assert vic.done_ps - vic.start_ps == pytest.approx(alone, rel=0.02)
     assert all(q.done_ps > 0 for q in inc)
     # the same victim on the incast's VL: blocked behind it
@@ -203,8 +209,7 @@ def test_ccti_timer_brings_the_rate_back():
     s = t.switch("s")
     t.link(a, s, GBPS, DELAY)
     t.link(c, s, GBPS, DELAY)
-    cfg = _cfg("ibcc", cc={"algorithm": "ibcc", "ibcc": {"ccti_increase": 8,
-                                                         "ccti_timer": 1}})
+    cfg = _cfg("ibcc", {"ccti_increase": 8, "ccti_timer": 1})
     sim = t.sim(cfg, ib=IbLink())
     q = sim.add_flow(t.route(a, s, c), 10_000_000)
     sim.ev.at(1_000_000, lambda _: q.cc.on_cnp(sim.ev.now), None)
