@@ -192,9 +192,9 @@ def test_fecn_becn_lowers_the_incast_senders_rate():
         rates[cc] = float(series["rate_gbps"].min())
         c_ = sim.counters()
         if cc == "ibcc":
-            assert c_["ecn_marks"] > 0 and c_["cnps"] > 0  # FECN marks, BECNs
+            # FECN marks (once per packet), one BECN back for each
+            assert c_["ecn_marks"] > 0 and c_["cnps"] == c_["ecn_marks"]
             assert all(q.cc.becns > 0 for q in qs)
-            assert max(int(sim.net.QI[q.id, L.Q_I0]) for q in qs) >= 0
         else:
             assert c_["ecn_marks"] == 0 and c_["cnps"] == 0
     assert rates["none"] == pytest.approx(GBPS)

@@ -222,4 +222,7 @@ def test_layout_columns_do_not_overlap():
           ("P_PPB", "P_GBPS", "P_PMAX", "P_XF0")]
     assert sorted(pi) == list(range(L.NPI)) and L.NKI == L.K_EV + 1
     # the UEC congestion controls' columns after those (test_uec_cc.py)
-    assert L.NCI == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1
+    assert L.IB_ON == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1
+    # InfiniBand's (test_infiniband.py) after those: 16 VL weights last
+    assert L.IB_W0 == L.IB_AR + 1 and L.NCI == L.IB_W0 + 16
+    assert L.T_CRED == L.T_DROPS + 1 and L.NPT == L.T_INGPEAK + 1

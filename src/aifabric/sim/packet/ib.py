@@ -167,8 +167,8 @@ def fecn(S, p, k, qb):
     of packets between marks, 0: every one)."""
     CI, PI, KI = S[CI_], S[PI_], S[KI_]
     thr = CI[IB_FTHR]
-    if thr < 0 or qb <= thr or KI[k, K_KIND] != DATA:
-        return
+    if thr < 0 or qb <= thr or KI[k, K_KIND] != DATA or KI[k, K_CE] != 0:
+        return  # (a packet already marked upstream is not marked again)
     c = PI[p, P_FECNC] + 1
     if c > CI[IB_FRATE]:
         KI[k, K_CE] = 1
