@@ -256,7 +256,7 @@ def test_adaptive_routing_spreads_a_permutation_over_more_ports_with_reordering_
     reorder table reports them. Both deliver every byte without a drop."""
     used = {}
     for ar in (False, True):
-        f, res = _simulate(_ft4_ib(ar))
+        _, res = _simulate(_ft4_ib(ar))
         pk = res.summary["packet"]
         assert pk["drops"] == 0 and pk["pfc_frames"] == 0
         assert pk["delivered_bytes"] == 16 * 400_000

@@ -95,10 +95,10 @@ class IbLink:
                     f"headers): the link could never send it; allowed: at least {need} "
                     f"credits per VL in use")))
             if self.weights[v] <= 0:
+                sls = ", ".join(str(s) for s in self.sls if self.vl(s) == v)
                 probs.append(Problem(f"infiniband.vl_weights.{v}", (
-                    f"VL {v} carries traffic (SL {', '.join(str(s) for s in self.sls if self.vl(s) == v)}) "
-                    "but has weight 0: the VL arbitration would never serve it; allowed: "
-                    "1..255")))
+                    f"VL {v} carries traffic (SL {sls}) but has weight 0: the VL "
+                    "arbitration would never serve it; allowed: 1..255")))
         if probs:
             raise SpecError(probs)
 

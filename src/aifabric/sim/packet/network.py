@@ -772,9 +772,9 @@ class Network:
         tc = self.data_tc
         if sl is not None:
             if self.ib is None or sl not in self.ib.sls:
-                raise SpecError(Problem("sl", f"SL {sl} is not one of this run's "
-                                        f"({'none: not InfiniBand' if self.ib is None else self.ib.sls})"
-                                        "; allowed: an SL the run was built with"))
+                have = "none: not InfiniBand" if self.ib is None else self.ib.sls
+                raise SpecError(Problem("sl", f"SL {sl} is not one of this run's ({have}); "
+                                        "allowed: an SL the run was built with"))
             tc = self.ib.vl(sl)
         route = tuple(int(a) for a in route)
         q = len(self.qps)

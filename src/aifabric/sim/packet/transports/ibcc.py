@@ -16,8 +16,6 @@ Compiled functions over the simulator's arrays (:mod:`aifabric.sim.packet.layout
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numba import njit
 
@@ -55,11 +53,6 @@ def init(qi: np.ndarray, qf: np.ndarray, line: float) -> None:
     qf[F_RATE] = line
     qf[F_WIN] = np.inf
     qi[CCTI] = qi[BECNS] = qi[ARMED] = 0
-
-
-def params(ci: np.ndarray, cf: np.ndarray, p: Any) -> None:  # noqa: ARG001
-    """(The settings are written by :func:`aifabric.sim.packet.ibmodel.setup`: they come
-    from the spec's ``infiniband.congestion_control`` and the CCT goes to ``LBT``.)"""
 
 
 @njit(cache=True, inline='always')
