@@ -14,7 +14,8 @@ permutation (every host sends 256 KiB to its partner), once as RoCE (ECMP, lossl
 with PFC, DCQCN as deployed) and once as InfiniBand (minhop tables, credits per VL,
 FECN/BECN), then with per-packet adaptive routing; each in a fresh child pinned to one
 CPU, a small run first (numba's cache), then the events of the packet run's loop and
-their wall time (the routing and result tables apart).
+their wall time (the routing and result tables apart); two rounds of the three, each
+case's faster round reported.
 
     python benchmarks/bench_infiniband.py [--json] [--packet]
 """
@@ -120,14 +121,22 @@ def _run_packet(case: tuple) -> dict:
     return out
 
 
+#: rounds of the three cases, in turn (the machine's load moves: each case's best round)
+ROUNDS = 2
+
+
 def main_packet() -> int:
-    rows = []
-    for case in PACKET_CASES:
-        r = run_isolated(_run_packet, case, timeout_s=900)
-        if r is None:
-            print(f"{case[0]}: ran past 900 s")
-            continue
-        rows.append(r)
+    best: dict[str, dict] = {}
+    for _ in range(ROUNDS):
+        for case in PACKET_CASES:
+            r = run_isolated(_run_packet, case, timeout_s=900)
+            if r is None:
+                print(f"{case[0]}: ran past 900 s")
+                continue
+            if case[0] not in best or r["events_per_s"] > best[case[0]]["events_per_s"]:
+                best[case[0]] = r
+    rows = [best[c[0]] for c in PACKET_CASES if c[0] in best]
+    for r in rows:
         if "--json" not in sys.argv:
             print(f"{r['name']}: {r['events']:,} events in {r['loop_s']:.2f} s = "
                   f"{r['events_per_s']:,.0f} events/s ({r['hosts']:,} hosts, makespan "
