@@ -504,6 +504,10 @@ class PacketSim:
                        + (" (overcommitted buffers: pfc.allow_overcommit)"
                           if self.net.overcommit else ""))
         for d in self.deadlocks:
+            if self.ib is not None:  # InfiniBand: the same gate, credits not PFC
+                out.append(f"credit deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of "
+                           f"queues without credit {' => '.join(d['ports'])}")
+                continue
             out.append(f"PFC deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of paused "
                        f"queues {' => '.join(d['ports'])}")
         wd = self.cfg.pfc.watchdog_ms
