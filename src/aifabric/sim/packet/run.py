@@ -330,6 +330,10 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
                                                  failures=failures, seed=seed, pinned=pinned)
     ib = _ib_link(f)
+    if ib is not None:  # no PFC, no WRED; ibcc unless none (simulate refuses a RoCE CC)
+        from aifabric.sim.packet.ibmodel import ib_packet_config
+
+        cfg = ib_packet_config(cfg, explicit_cc=cfg.cc.algorithm in ("ibcc", "none"))
     if ib is not None and ib.adaptive and cfg.lb.mode is None:  # AR: per packet
         cfg = cfg.model_copy(update={"lb": cfg.lb.model_copy(update={"mode": "adaptive"})})
     cfg = lb_config(cfg, routing if routing is not None else f.spec.routing)
