@@ -81,6 +81,26 @@ def test_two_to_one_incast_on_an_idle_fabric_takes_the_closed_form_time():
     assert (cw["blocked_ratio"] > 0.3).all()
 
 
+def test_an_hca_draining_slower_than_the_link_backpressures_by_credits():
+    """The receiving host takes 200 Gbit/s (``nic.rx_gbps``) from a 400G link: its
+    receive buffer's credits hold the switch port back (no drop, no PFC), and the 2-to-1
+    incast ends at 2 MB / 200 Gbit/s (within 1%)."""
+    t = Topology()
+    a, b, c = t.host("a"), t.host("b"), t.host("c")
+    s = t.switch("s")
+    for h in (a, b, c):
+        t.link(h, s, GBPS, DELAY)
+    sim = t.sim(_cfg(nic={"mtu_payload_bytes": MTU, "rx_gbps": 200}), ib=IbLink())
+    qs = [sim.add_flow(t.route(x, s, c), 1_000_000) for x in (a, b)]
+    sim.run()
+    _invariants(sim, [1_000_000] * 2)
+    assert max(q.done_ps for q in qs) == pytest.approx(2e6 * 8 / 200e9 * 1e12, rel=0.01)
+    cw = credit_waits(sim)
+    i = list(cw["port"]).index("s -> c")  # the HCA's buffer filled: the switch waited
+    assert cw["credit_blocked_ns"][i] > 0
+    assert 0 < cw["peak_buffer_bytes"][i] <= cw["buffer_bytes"][i]
+
+
 def _victim_net(victim_sl: int) -> tuple:
     """a, b -> c (SL 0) through s1 -> s2, c's link 100G: the bottleneck; victim v -> w
     (SL ``victim_sl``; -1: none) over the same s1 -> s2 link, v's link 150G (the victim's

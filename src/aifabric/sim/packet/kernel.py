@@ -1306,6 +1306,8 @@ def loop(S, limit, py_t, py_s):
             KI[k, K_HOP] = hop
             if hop >= QI[q, Q_LEN]:
                 if rx_on and KI[k, K_KIND] == DATA and PI[inp, P_HOST] == 0:
+                    if ib_on:  # into the HCA's receive buffer: within its credits
+                        ib.admit(S, inp, KI[k, K_TC], KI[k, K_SIZE])
                     rx_arrive(S, k, inp)  # from the network (not NVLink, PCIe)
                     continue
                 if ib_on:  # the HCA takes it: its buffer's credit goes back
@@ -1484,7 +1486,8 @@ def loop(S, limit, py_t, py_s):
                 kick(S, QI[a, Q_PORT])
         elif kind == E_RXDONE:
             k = rx_done(S, a)
-            if ib_on:  # the HCA's receive buffer: the credit goes back
+            if ib_on:  # out of the HCA's receive buffer: the credit goes back
+                PT[KI[k, K_INP], T_ING, KI[k, K_TC]] -= KI[k, K_SIZE]
                 ib.credit_back(S, KI[k, K_INP], KI[k, K_TC], KI[k, K_SIZE])
             done = host_receive(S, k)
             if done >= 0:
