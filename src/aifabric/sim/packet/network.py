@@ -115,7 +115,8 @@ def _port_tc(col: int) -> property:
 class Port:
     """The egress side of one arc, and the ingress accounting of that arc at the node it
     enters (``ing``/``xoff``: bytes held per priority and whether XOFF was sent). Counters
-    are read live from the network's arrays; per-class ones are lists of 8."""
+    are read live from the network's arrays; per-class ones are lists of 8 (of 16 VLs on
+    InfiniBand)."""
 
     __slots__ = ("arc", "dst", "gbps", "host", "net", "pid", "prop_ps", "ps_per_byte",
                  "src", "tcs")
@@ -157,7 +158,8 @@ class Port:
     def queues(self) -> list[list[Packet]]:
         """The frames waiting per traffic class, head first."""
         net = self.net
-        return [[net.packet(k) for k in net.queue_ids(self.pid, tc)] for tc in range(8)]
+        return [[net.packet(k) for k in net.queue_ids(self.pid, tc)]
+                for tc in range(net.PT.shape[2])]  # 8 classes; 16 VLs on InfiniBand
 
 
 def _qp_int(col: int) -> property:
