@@ -354,3 +354,47 @@ def test_an_sl_outside_the_run_is_refused():
     sim = t.sim(_cfg(), ib=IbLink())
     with pytest.raises(SpecError, match="SL 3"):
         sim.add_flow(t.route(a, s, c), 1000, sl=3)
+
+
+def _job_doc(ib_sl: dict | None) -> dict:
+    doc = _ft4_ib(False)
+    doc["traffic"] = [{"pattern": "incast", "senders": "8:12", "to": "host-s03-h001-gpu0",
+                       "size_bytes": 200_000}]
+    doc["jobs"] = [{"name": "train", "gpus": 4, "placement": "pack",
+                    "parallel": {"dp": 4, "tp": 1, "pp": 1},
+                    "model": {"params": 2e6, "layers": 2, "hidden": 256, "seq_len": 128},
+                    "iterations": 1}]
+    if ib_sl is not None:
+        doc["packet"]["ib_sl"] = ib_sl
+    return doc
+
+
+def test_a_job_runs_on_its_own_sl_and_vl():
+    """``packet.ib_sl`` puts a job's QPs on its SL's VL: the job's bytes go on VL 1, the
+    other traffic's on the default SL's VL 0; without it everything is on VL 0. Every
+    byte delivered, no drop either way."""
+    by_vl, delivered = {}, {}
+    for ib_sl in (None, {"train": 1}):
+        _, res = _simulate(_job_doc(ib_sl))
+        pk = res.summary["packet"]
+        assert pk["drops"] == 0 and pk["qps_done"] == pk["qps"]
+        by_vl[ib_sl is not None] = pk["infiniband"]["tx_bytes_by_vl"]
+        delivered[ib_sl is not None] = pk["delivered_bytes"]
+    assert set(by_vl[False]) == {"0"} and by_vl[False]["0"] > 0
+    assert set(by_vl[True]) == {"0", "1"} and by_vl[True]["1"] > 0
+    # the job (its DP AllReduce's transfers) carries most bytes, the incast 800 KB
+    assert by_vl[True]["1"] > by_vl[True]["0"] > 0
+    assert delivered[True] == delivered[False]
+
+
+@pytest.mark.parametrize(("doc", "where"), [
+    (lambda: _job_doc({"nojob": 1}), "packet.ib_sl.nojob"),
+    (lambda: {**_job_doc({"train": 16})}, "packet.ib_sl.train"),
+])
+def test_bad_ib_sl_exits_2_with_one_line(cli, tmp_path, doc, where):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(doc(), sort_keys=False))
+    r = cli("simulate", p, "--out", tmp_path / "rep")
+    assert r.code == 2, r.err
+    lines = [x for x in r.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and where in lines[0], r.err

@@ -225,4 +225,4 @@ def test_layout_columns_do_not_overlap():
     assert L.IB_ON == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1
     # InfiniBand's (test_infiniband.py) after those: 16 VL weights last
     assert L.IB_W0 == L.IB_AR + 1 and L.NCI == L.IB_W0 + 16
-    assert L.T_CRED == L.T_DROPS + 1 and L.NPT == L.T_INGPEAK + 1
+    assert L.T_CRED == L.T_DROPS + 1 and L.NPT == L.T_VTXB + 1

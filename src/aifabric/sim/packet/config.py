@@ -616,6 +616,10 @@ class PacketConfig(_Strict):
     deadlock_check_us: float = Field(default=50.0, ge=1, le=1_000_000, description="interval "
                                      "of the paused-cycle check")
     seed: int = Field(default=0, ge=0, le=(1 << 64) - 1)
+    ib_sl: dict[str, Annotated[int, Field(ge=0, le=15)]] = Field(
+        default_factory=dict, description="InfiniBand only: the service level of each "
+        "job's QPs, by job name (the job's NCCL_IB_SL; its VL is infiniband.sl2vl of it); "
+        "other traffic uses infiniband.nccl_sl")
 
     @model_validator(mode="after")
     def _check(self) -> PacketConfig:

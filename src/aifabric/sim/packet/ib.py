@@ -70,6 +70,7 @@ from aifabric.sim.packet.layout import (
     T_INGPEAK,
     T_PAUSED,
     T_QH,
+    T_VTXB,
     TC0,
 )
 
@@ -112,7 +113,9 @@ def on_send(S, p, k):
     its VL's buffer downstream; below a full packet's worth the VL stops (blocked)."""
     PT = S[PT_]
     vl = S[KI_][k, K_TC]
-    c = PT[p, T_CRED, vl] - S[KI_][k, K_SIZE]
+    size = S[KI_][k, K_SIZE]
+    PT[p, T_VTXB, vl] += size
+    c = PT[p, T_CRED, vl] - size
     PT[p, T_CRED, vl] = c
     if c < S[CI_][IB_MAXF] and PT[p, T_PAUSED, vl] == 0:
         PT[p, T_PAUSED, vl] = 1

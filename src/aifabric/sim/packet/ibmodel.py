@@ -232,6 +232,7 @@ def summary(sim: Any, ib: IbLink, shown: int = 10) -> dict[str, Any]:
         "becns": int(net.QI[:n, L.Q_CNPS].sum()),
         "adaptive_routing": bool(net.CI[L.IB_AR]),
         "credit_blocked_ns_by_vl": per_vl,
+        "tx_bytes_by_vl": {str(v): int(net.PT[:, L.T_VTXB, v].sum()) for v in vls},
         "blocked_ports": len(cw["port"]),
         "max_buffer_fill": float(fill.max()) if fill.size else 0.0,
         "credit_waits": [{"port": str(cw["port"][i]), "vl": int(cw["vl"][i]),

@@ -119,9 +119,10 @@ T_HDRM, T_DROPS = range(12, 14)
 # InfiniBand (ib.py), per (arc, VL): the credit the sending port holds for the buffer at
 # the arc's end (bytes), that buffer's size (the VL's credits x 64), the time the VL had
 # no credit for a full packet (ps, total and the longest stretch) and since when, the
-# peak bytes the buffer held (T_ING's; never above its size)
-(T_CRED, T_CLIM, T_CBLKPS, T_CBLONG, T_CBSINCE, T_INGPEAK) = range(14, 20)
-NPT = 20
+# peak bytes the buffer held (T_ING's; never above its size), the bytes the port sent on
+# the VL
+(T_CRED, T_CLIM, T_CBLKPS, T_CBLONG, T_CBSINCE, T_INGPEAK, T_VTXB) = range(14, 21)
+NPT = 21
 # NU per node: shared-buffer bytes used, PFC headroom reserved (switches); a NIC's receive
 # buffer (nic.rx_gbps): bytes held, when its drain is free, FIFO head/tail (pool rows),
 # XOFF/XON thresholds, the one arc into it (-1: several); the switch's buffer (bytes) and

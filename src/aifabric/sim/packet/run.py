@@ -329,7 +329,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     routes = flow_routes(f, paths)
     backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
                                                  failures=failures, seed=seed, pinned=pinned)
-    ib = _ib_link(f)
+    ib = _ib_link(f, cfg, dag)
     if ib is not None:  # no PFC, no WRED; ibcc unless none (simulate refuses a RoCE CC)
         from aifabric.sim.packet.ibmodel import ib_packet_config
 
@@ -350,6 +350,9 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     drive = _DagDriver(dag, sim, routes, backs, np.asarray(paths.conn_ptr, dtype=np.int64),
                        xfer_conn, progress)
     drive.headers = headers
+    if ib is not None and cfg.ib_sl:  # each job's SL
+        drive.stage_sl = [cfg.ib_sl.get(dag.jobs[j]) if j >= 0 else None
+                          for j in dag.stage_job.tolist()]
     drive.run()
     arc_bytes, peak, q_peak = _arc_totals(sim, cap)
     tl, tg = _timeline(sim, len(cap), arc_group, n_groups)
@@ -378,14 +381,27 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
         credit_waits=waits)
 
 
-def _ib_link(f: Fabric) -> Any:
+def _ib_link(f: Fabric, cfg: PacketConfig, dag: TransferDAG) -> Any:
     """InfiniBand's link model of ``f`` (:class:`aifabric.sim.packet.ibmodel.IbLink`
-    from its spec's ``infiniband`` block), or None on RoCE."""
-    if getattr(f.spec, "transport", "roce") != "infiniband":
+    from its spec's ``infiniband`` block, with the SLs of ``packet.ib_sl``), or None on
+    RoCE. ``ib_sl`` naming no job of the run, or on RoCE, is refused."""
+    ib_on = getattr(f.spec, "transport", "roce") == "infiniband"
+    if cfg.ib_sl:
+        if not ib_on:
+            raise SpecError(Problem("packet.ib_sl", "service levels are InfiniBand's; "
+                                    "allowed on this RoCE fabric: none (nic.dscp sets "
+                                    "the traffic class)"))
+        for name in cfg.ib_sl:
+            if name not in dag.jobs:
+                raise SpecError(Problem(f"packet.ib_sl.{name}", (
+                    f"no job named {name!r} in this run; allowed: "
+                    f"{', '.join(dag.jobs) or 'none (the run has no jobs)'}")))
+    if not ib_on:
         return None
     from aifabric.sim.packet.ibmodel import IbLink
 
-    return IbLink.from_spec(f.spec.infiniband)
+    ib = f.spec.infiniband
+    return IbLink.from_spec(ib, sls=[ib.nccl_sl, *cfg.ib_sl.values()])
 
 
 def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
@@ -508,6 +524,8 @@ class _DagDriver:
         self.stages_left = S
         #: per flow row: the header the switches hash (NIC-side spraying; None: unknown)
         self.headers: list[tuple[int, int, int] | None] = [None] * len(routes)
+        #: per stage: the InfiniBand SL of its QPs (``packet.ib_sl``; None: the default)
+        self.stage_sl: list[int | None] | None = None
         sim.keep_running = lambda: self.stages_left > 0
 
     def run(self) -> None:
@@ -540,10 +558,11 @@ class _DagDriver:
                 self.x_start[x] = t
             self.x_qps_left[x] = k
             self.x_rep_end[x] = t
+            sl = self.stage_sl[s] if self.stage_sl is not None else None
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
                 sim.add_flow(self.routes[r], part, on_done=self.qp_done, tag=(s, x),
-                             ack_route=self.backs[r], header=self.headers[r])
+                             ack_route=self.backs[r], header=self.headers[r], sl=sl)
             n += 1
         self.outstanding[s] = n
         if n == 0:
