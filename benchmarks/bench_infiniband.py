@@ -6,7 +6,9 @@ subnet (timed apart), then times computing every switch's LFT, and reports the e
 written per second and the child's peak memory. What it is measured against: OpenSM
 itself routes the 80-switch fat-tree of docs/infiniband.md in the lab, and the twin's
 tables equal its tables entry for entry there (tests/lab/test_infiniband_lab.py); here
-the question is how the twin scales past what ibsim can hold (256 switches).
+the question is how the twin scales past what ibsim can hold (256 switches). The ftree
+cases run twice: compiled (routing/_ftree_kernel.py) and with the plain-Python walk it
+replaced (tests/routing/_ftree_reference.py, byte-identical tables), the before/after.
 
 ``--packet``: the packet simulator instead (issue 27: "IB packet runs no slower per
 event than RoCE runs"): the same k=16 fat-tree (1,024 hosts, 400G) and the same
@@ -17,7 +19,8 @@ CPU, a small run first (numba's cache), then the events of the packet run's loop
 their wall time (the routing and result tables apart); two rounds of the three, each
 case's faster round reported.
 
-    python benchmarks/bench_infiniband.py [--json] [--packet]
+    python benchmarks/bench_infiniband.py [--json] [WORD ...]   (WORD: only cases naming it)
+    python benchmarks/bench_infiniband.py --packet [--json]
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ CASES = [
     ("fat-tree k=24 (720 switches, 3,456 HCA ports), updn", 24, "updn", 0),
     ("fat-tree k=16 (320 switches, 1,024 HCA ports), ftree", 16, "ftree", 0),
     ("fat-tree k=24 (720 switches, 3,456 HCA ports), ftree", 24, "ftree", 0),
+    ("fat-tree k=16, ftree with the Python walk (before)", 16, "ftree-python", 0),
+    ("fat-tree k=24, ftree with the Python walk (before)", 24, "ftree-python", 0),
 ]
 
 
@@ -46,6 +51,16 @@ def _run(case: tuple) -> dict:
     from aifabric.spec.load import spec_from_dict
 
     name, k, engine, lmc = case
+    if engine == "ftree-python":  # the walk as it was before it was compiled
+        import os
+
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from tests.routing._ftree_reference import python_router
+
+        from aifabric.routing import ftree
+
+        ftree._route = python_router
+        engine = "ftree"
     spec = spec_from_dict({
         "name": f"ib-k{k}", "transport": "infiniband",
         "infiniband": {"routing_engine": engine, "lmc": lmc},
@@ -154,7 +169,10 @@ def main() -> int:
     if "--packet" in sys.argv:
         return main_packet()
     rows = []
+    words = [a for a in sys.argv[1:] if not a.startswith("--")]
     for case in CASES:
+        if words and not any(w in case[0] for w in words):
+            continue
         r = run_isolated(_run, case, timeout_s=600)
         if r is None:
             print(f"{case[0]}: ran past 600 s")

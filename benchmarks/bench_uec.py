@@ -14,23 +14,28 @@ Settings, all documented ``packet:`` fields, set to what uet-htsim models:
 
 - ``nic``: ``mtu_payload_bytes`` 4086, ``header_bytes`` 64, ``wire_overhead_bytes`` 0
   (uet-htsim's data packets: 4150 bytes on the wire, no preamble or gap), ``ack_bytes``
-  64, ``ack_interval_packets`` 4 (its receiver ACKs every 16 KB), ``receiver: ooo``;
+  64, ``ack_interval_packets`` 4 (its receiver ACKs every 16 KB), ``receiver: ooo``
+  with ``ooo_acks: coalesced`` (its UecSink: every packet taken, in order or not,
+  counts toward the 16 KB; an ECN-marked packet, the first, a duplicate and one the
+  sender flags ``ar`` are ACKed at once);
 - ``buffer``: lossy (``pfc.enabled`` false), ``size_bytes`` 128 x 100 x 4150 with
   ``alpha`` 1/128: a queue may hold about 100 packets while the switch is nearly empty;
 - ``ecn``: ``kmin_bytes`` 25 x 4150, ``kmax_bytes`` 75 x 4150, ``pmax`` 1.0 (htsim's
   CompositeQueue: probability 0 to 1 between the two, marked at dequeue:
-  ``switch.ecn_mark: dequeue``);
+  ``switch.ecn_mark: dequeue``); ``switch.trim.enabled`` (uet-htsim trims by
+  default, ``-disable_trim`` off: a packet the queue would drop leaves as its header);
 - ``cc``: ``nscc`` with ``network_rtt_us`` 8.33712 (uet-htsim's network_max_unloaded_rtt
   for this network), ``target_qdelay_us`` 0.75 x that (its default with trimming on),
   ``init_window_bytes`` 150 x 4150 (``-cwnd 150``), the rest NSCC's defaults;
-- load balancing: ``--ev spray`` (default): per-packet random spraying at the switches
-  (``packet.lb.mode: spray``), the closest the packet simulator has to uet-htsim's
-  NIC-side entropy values until the NIC's EV choice lands; ``--ev ecmp`` each flow on its
-  hash; any other ``--ev NAME`` (oblivious, round_robin, reps) is passed as
-  ``packet.nic.entropy.algorithm`` with ``--evs`` values (``packet.nic.entropy.values``),
-  hashed by the switches (``lb.mode: ecmp``); ``--set KEY=VALUE`` sets any other
-  ``packet:`` field (dotted path), e.g. ``--set switch.trim.enabled=true`` (uet-htsim
-  trims by default) where the build has trimming.
+- load balancing: the NIC's entropy values, ``--ev reps --evs 32`` (default): each
+  packet's EV chosen by REPS over 32 values (``packet.nic.entropy``), hashed by the
+  switches (``lb.mode: ecmp``), as uet-htsim's ``-paths 32``; any other ``--ev NAME``
+  (oblivious, round_robin) is passed as ``packet.nic.entropy.algorithm`` the same way;
+  ``--ev spray``: per-packet random spraying at the switches (``packet.lb.mode:
+  spray``); ``--ev ecmp`` each flow on its hash; ``--set KEY=VALUE`` sets any other
+  ``packet:`` field (dotted path), e.g. ``--set switch.trim.enabled=false`` (no
+  trimming: a drop waits for the retransmission timeout) or ``--set
+  nic.ooo_acks=per_packet`` (a selective ACK for every packet ahead of a hole).
 
 The case runs in a fresh process pinned to one core (``_harness``); it prints the tail
 (max) FCT against the reference (target: within 10%), the CPU time of build + run
@@ -38,7 +43,7 @@ The case runs in a fresh process pinned to one core (``_harness``); it prints th
 completion at its sender (``completion_ns``: the ACK of its last byte is back), what
 uet-htsim prints as "finished at".
 
-    python benchmarks/bench_uec.py [--ev spray|ecmp|NAME] [--evs 32] [--hosts 8192]
+    python benchmarks/bench_uec.py [--ev reps|NAME|spray|ecmp] [--evs 32] [--hosts 8192]
                                    [--seed 1] [--set KEY=VALUE ...] [--limit-s 600]
 """
 
@@ -95,11 +100,12 @@ def build(hosts: int, seed: int) -> tuple[Topology, list[list[int]]]:
 def settings(ev: str, evs: int, sets: list[str]) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "nic": {"mtu_payload_bytes": 4086, "header_bytes": 64, "wire_overhead_bytes": 0,
-                "ack_bytes": 64, "ack_interval_packets": 4, "receiver": "ooo"},
+                "ack_bytes": 64, "ack_interval_packets": 4, "receiver": "ooo",
+                "ooo_acks": "coalesced"},
         "pfc": {"enabled": False},
         "buffer": {"size_bytes": 128 * 100 * PKT, "alpha": 1 / 128},
         "ecn": {"kmin_bytes": 25 * PKT, "kmax_bytes": 75 * PKT, "pmax": 1.0},
-        "switch": {"ecn_mark": "dequeue"},
+        "switch": {"ecn_mark": "dequeue", "trim": {"enabled": True}},
         "cc": {"algorithm": "nscc", "nscc": {"network_rtt_us": RTT_US,
                                              "target_qdelay_us": 0.75 * RTT_US,
                                              "init_window_bytes": 150 * PKT}},
@@ -144,9 +150,9 @@ def _run(hosts: int, seed: int, ev: str, evs: int, sets: list[str]) -> dict[str,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ev", default="spray", help="spray (switch-side per-packet "
-                    "spraying, default), ecmp, or a NIC EV algorithm "
-                    "(packet.nic.entropy.algorithm: oblivious, round_robin, reps)")
+    ap.add_argument("--ev", default="reps", help="a NIC EV algorithm "
+                    "(packet.nic.entropy.algorithm: reps, the default, oblivious, "
+                    "round_robin), spray (switch-side per-packet spraying) or ecmp")
     ap.add_argument("--evs", type=int, default=32, help="entropy values per QP (with a "
                     "NIC EV algorithm)")
     ap.add_argument("--hosts", type=int, default=8192)

@@ -234,15 +234,24 @@ def test_write_facts_skips_a_broken_collector_output_and_writes_the_rest(tmp_pat
     script = Path(__file__).resolve().parents[2] / "src/aifabric/configs" / ANSIBLE / \
         "files/write_facts.py"
     plan = {"name": "x", "digest": "y"}
-    data = {"stdout": {"good": json.dumps({"schema": FACTS_SCHEMA, "version": 1}),
-                       "bad": "Traceback (most recent call last):"},
-            "plan": {"good": plan, "bad": plan}}
+    doc = {"schema": FACTS_SCHEMA, "version": 1}
+    # a login shell's profile that prints before the collector (raw: one terminal, so
+    # its lines come on stdout), as pyenv's rehash did in the lab under load
+    noise = ("rm: cannot remove '/root/.pyenv/shims/tmp.6TeyjAukUN': No such file\r\n"
+             "pyenv: cannot rehash: /root/.pyenv/shims isn't writable\r\n")
+    data = {"stdout": {"good": json.dumps(doc),
+                       "noisy": noise + json.dumps(doc) + "\r\n",
+                       "bad": "Traceback (most recent call last):",
+                       "list": noise + "[1, 2]\r\n{not json\r\n"},
+            "plan": {"good": plan, "bad": plan, "noisy": plan, "list": plan}}
     r = subprocess.run([sys.executable, str(script), str(tmp_path)], input=json.dumps(data),
                        capture_output=True, text=True, check=False)
     assert r.returncode == 1
     assert "bad: the collector's output is not a facts document" in r.stdout
+    assert "list: the collector's output is not a facts document" in r.stdout
     assert json.loads((tmp_path / "good.json").read_text())["plan"] == plan
-    assert not (tmp_path / "bad.json").exists()
+    assert (tmp_path / "noisy.json").read_text() == (tmp_path / "good.json").read_text()
+    assert not (tmp_path / "bad.json").exists() and not (tmp_path / "list.json").exists()
 
 
 def _install(files: list[dict], check: bool = False) -> subprocess.CompletedProcess[str]:

@@ -45,11 +45,35 @@ def sessions_missing(lab, timeout_s: float = 90.0) -> list[tuple[str, str, str]]
         time.sleep(0.5)
 
 
+def routes_missing(lab, timeout_s: float = 60.0) -> list:
+    """``(switch, nic ip, kernel, model)`` of every ECMP group in the switches' kernels
+    that differs from the routing model's, polled until none does (or ``timeout_s``):
+    a session is Established before its routes reach the kernel, and until they do a
+    switch drops the packets it has no route for (``InNoRoutes``)."""
+    import time
+
+    import numpy as np
+
+    from aifabric.lab.verify import compare_groups, kernel_groups, model_groups
+
+    f = lab.fabric
+    sw = lab.layout.switches
+    want = model_groups(f, np.ones(len(f.links), dtype=bool), sw)
+    t0 = time.monotonic()
+    while True:
+        diff = compare_groups(kernel_groups(f, lab.layout.ns, sw), want)
+        if not diff or time.monotonic() - t0 > timeout_s:
+            return diff
+        time.sleep(0.5)
+
+
 @contextmanager
 def established_lab(lab_dir, spec, scale: str = "small", **up_kwargs):
     """``lab up`` of ``spec`` in ``lab_dir``, yielded once every BGP session is
-    Established (``lab up`` returns once the daemons run: a session still connecting would
-    read as a deviation), then taken down; no namespace of it may be left."""
+    Established and every switch's kernel holds the model's ECMP groups (``lab up``
+    returns once the daemons run: a session still connecting, or a route not yet
+    installed, would read as a deviation or a loss), then taken down; no namespace of it
+    may be left."""
     from aifabric.lab import core as lab_core
     from aifabric.lab import lab_namespaces
 
@@ -58,6 +82,8 @@ def established_lab(lab_dir, spec, scale: str = "small", **up_kwargs):
     try:
         missing = sessions_missing(up)
         assert not missing, f"BGP sessions not established after 90 s: {missing[:5]}"
+        diff = routes_missing(up)
+        assert not diff, f"kernel routes differ from the model's after 60 s: {diff[:5]}"
         yield up
     finally:
         if (lab_dir / "state.json").exists():

@@ -205,3 +205,62 @@ def test_partitions_load_on_opensm_and_give_each_tenant_its_pkey(tmp_path, monke
         assert seen["tenant"] == 3 * nics and seen["free"] > 0
     finally:
         ib.down(d)
+
+
+def test_job_group_partitions_by_gpu_give_opensms_pkey_order(tmp_path, monkeypatch):
+    """Job groups named by GPU (each GPU's own NIC port is a member) and a shared
+    tenant partition over them, on the real OpenSM: every HCA port's P_Key table
+    (`smpquery pkeys`) is the one the twin plans (routing.infiniband.pkey_tables): the
+    default at index 0, then the port's partitions in OpenSM's map order -- the P_Key
+    byte-swapped: job-a 0x0a01 (0x010a) before the tenant's 0x0102 (0x0201), the
+    reverse of their numeric order -- and each job group's env names that index."""
+    from aifabric.configs.infiniband import host_groups
+    from aifabric.lab import infiniband as ib
+    from aifabric.routing.infiniband import partition_members, pkey_tables
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    parts = [{"name": "tenant", "pkey": "0x0102", "shared": True,
+              "hosts": ["host-s00-h000", "host-s00-h001"]},
+             {"name": "job-a", "pkey": "0x0a01",
+              "gpus": ["host-s00-h000-gpu0", "host-s00-h001-gpu0"]},
+             {"name": "job-b", "pkey": "0x0b01",
+              "gpus": ["host-s00-h000-gpu1", "host-s00-h001-gpu1", "host-s01-h000-gpu1"]}]
+    spec = _spec(tmp_path, {**FAT, "infiniband": {"partitions": parts}})
+    d = tmp_path / "lab"
+    lab = ib.up(spec, "hosts=4,rails=4,segments=4,pods=4,uplinks=4", d)
+    try:
+        log = (d / "ib" / "opensm-0.log").read_text(errors="replace")
+        assert not [x for x in log.splitlines() if "ERR" in x and
+                    ("prtn" in x.lower() or "partition" in x.lower()
+                     or "pkey" in x.lower())]
+        _, ca_lid, _ = ib.read_lids(lab)
+        sn = lab.subnet
+        f = lab.fabric
+        tables = pkey_tables(f)
+        member = set().union(*partition_members(f))
+        checked = {"two": 0, "one": 0, "none": 0}
+        for c in range(sn.n_ca_ports):
+            node = int(sn.ca_node[c])
+            text = ib._diag(lab, ["smpquery", "pkeys", str(int(ca_lid[c])),
+                                  str(int(sn.ca_portnum[c]))], int(sn.ca_sw[c]))
+            got = [int(x, 16) for ln in text.splitlines() if ":" in ln and
+                   ln.strip()[0].isdigit() for x in ln.split(":", 1)[1].split()]
+            got = [k for k in got if k & 0x7FFF]
+            if node in member:
+                want = [0x7FFF] + [0x8000 | k for k in tables[node][1:]]
+                checked["two" if len(want) == 3 else "one"] += 1
+            else:
+                want = [0xFFFF]
+                checked["none"] += 1
+            assert got == want, (f.nodes.name[node], [hex(k) for k in got])
+        assert checked["two"] == 4 and checked["one"] == 1 and checked["none"] > 0
+        # job-a's ports hold 0x0a01 at index 1 (before the tenant's 0x0102, index 2)
+        groups = host_groups(f)
+        h0 = next(h for h, n in enumerate(f.nodes.name[f.host_node])
+                  if str(n) == "host-s00-h000")
+        assert groups[h0][1][1] == 1 and groups[h0][2][1] == 1
+        assert tables[groups[h0][1][0][0]] == [0x7FFF, 0x0A01, 0x0102]
+    finally:
+        ib.down(d)

@@ -134,15 +134,23 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
     counter equals ``tc -s`` and tx drops equal the device's plus the queue's."""
     col = LabCollector(qlab.dir, probes=0, timeout_s=5.0)  # a loaded machine
     try:
-        scrape_text(col)  # the first scrape: utilization needs a previous one
         drops0, rcvbuf0 = _drops(qlab), _udp_rcvbuf_errors(qlab)
         box: dict = {}
+        sending = threading.Event()
         th = threading.Thread(target=lambda: box.setdefault(
-            "r", run_traffic(qlab, SCENARIO, SECONDS)))
+            "r", run_traffic(qlab, SCENARIO, SECONDS, progress=lambda _m: sending.set())))
         th.start()
         try:
-            time.sleep(SECONDS / 2)
+            # utilization is the counters' change between two scrapes: both inside the
+            # sending (opening the sockets in the namespaces takes a while on a busy
+            # machine, and an idle stretch in the window would dilute it)
+            assert sending.wait(timeout=30)
+            time.sleep(0.5)
+            t_first = time.monotonic()
+            scrape_text(col)
+            time.sleep(1.5)
             during = _families(scrape_text(col))
+            assert time.monotonic() - t_first < SECONDS - 0.5, "the scrapes outlasted the run"
         finally:
             th.join(timeout=SECONDS + 30)
         assert not th.is_alive()

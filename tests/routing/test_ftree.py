@@ -165,3 +165,38 @@ def test_topologies_ftree_cannot_route_are_one_line_exit_2(tmp_path, cli, doc, f
     assert len(lines) == 1 and f"{field}:" in lines[0] and words in lines[0], r.err
     assert "Traceback" not in r.err
     assert not out.exists()
+
+
+#: a fat-tree with 29 of 32 hosts: leaves short of compute nodes route dummy targets
+PARTIAL = {**FAT, "hosts": {"count": 29, "nics_per_host": 2, "gpus_per_host": 2}}
+
+
+@pytest.mark.parametrize("doc", [CLOS, FAT, HPN, PARTIAL],
+                         ids=["clos", "fat_tree", "hpn", "partial"])
+def test_the_compiled_walk_writes_the_same_bytes_as_the_python_transcription(
+        doc, monkeypatch):
+    """The compiled walk (routing/_ftree_kernel.py) is OpenSM's recursion on an explicit
+    stack; the plain-Python transcription it replaced (tests/routing/_ftree_reference.py)
+    must give byte-identical tables: on a fresh sweep, and on re-sweeps after a link and
+    after a whole switch went down (ftree again where the rest is still a pure fat-tree,
+    e.g. HPN's other plane; minhop's fallback elsewhere)."""
+    from aifabric.routing import ftree
+    from tests.routing._ftree_reference import python_router
+
+    sn = subnet(_fab(doc))
+    S = sn.n_switches
+    cases = [sn]
+    for s in (int(np.flatnonzero(sn.nports > 0)[0]), S - 1):
+        ps = [p for p in range(1, sn.nports[s] + 1) if 0 <= sn.peer[s, p] < S]
+        cases.append(sn.without(np.array([sn.port_link[s, p] for p in ps[:1]])))
+        cases.append(sn.without(np.array([sn.port_link[s, p] for p in ps])))
+    routed = 0
+    for case in cases:
+        fast = lfts(case, "ftree")
+        with monkeypatch.context() as mp:
+            mp.setattr(ftree, "_route", python_router)
+            slow = lfts(case, "ftree")
+        assert fast.lft.tobytes() == slow.lft.tobytes()
+        assert fast.info == slow.info
+        routed += len(np.unique(case.component)) - len(fast.info["minhop_fallback_subnets"])
+    assert routed >= 1 + (doc is HPN) * 4  # ftree itself routed, not only the fallback

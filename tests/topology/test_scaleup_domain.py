@@ -166,17 +166,3 @@ def test_plan_compare_adds_domain_rows_only_with_a_domain(cli):
     assert "72 x 8 GPUs" in r.out and "8 x 72 GPUs" in r.out
     plain = cli("plan", EXAMPLES / "hpn-pod.yaml", EXAMPLES / "roce-5000.yaml")
     assert plain.code == 0 and "scale-up domains" not in plain.out
-
-
-def test_simulate_says_it_keeps_nvlink_inside_a_host(cli, tmp_path):
-    doc = yaml.safe_load((SCALEUP / "gb200-nvl72-x8.yaml").read_text())
-    doc["hosts"]["gpus"] = 144
-    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(doc))
-    (tmp_path / "scn.yaml").write_text(yaml.safe_dump({
-        "name": "r", "spec": "spec.yaml", "sim": "flow", "collectives": [
-            {"name": "ar", "op": "allreduce", "algorithm": "ring", "size_bytes": "1MiB",
-             "gpus": 72}]}))
-    r = cli("simulate", tmp_path / "scn.yaml", "--json")
-    assert r.code == 0, r.err
-    (note,) = json.loads(r.out)["notes"]
-    assert "spans 18 hosts" in note and "aifabric nccl" in note

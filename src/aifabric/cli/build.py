@@ -76,12 +76,16 @@ def build_cmd(
         console.print("  subnet-manager/ opensm.conf (engine, LMC, QoS SL2VL and VL "
                       "arbitration)   partitions.conf   topology.net"
                       + ("   root-guids.conf" if (Path(out) / "subnet-manager" /
-                                                  "root-guids.conf").is_file() else ""),
+                                                  "root-guids.conf").is_file() else "")
+                      + ("   sharp_am.cfg" if (Path(out) / "subnet-manager"
+                                                            / "sharp_am.cfg").is_file()
+                         else ""),
                       markup=False)
         console.print(f"  hosts/     {res.hosts:,} hosts: nccl-topo.xml, nccl.env "
                       "(InfiniBand)", markup=False)
         console.print(f"  ib-cabling.csv {res.cables:,} cables   addressing.csv   bom.csv   "
                       "spec.yaml", markup=False)
+        _mgmt_line(Path(out))
         return
     console.print(f"  switches/  {res.switches:,} switches: config_db.json, frr.conf"
                   + (" (+ lacp.json on HPN ToRs)" if res.family == "hpn" else ""))
@@ -94,8 +98,26 @@ def build_cmd(
             links = sum(1 for _ in fh) - 1
         console.print(f"  nvlink-cabling.csv {links:,} NVLink links (GPU link, switch chip "
                       "and port, tray, cartridge)")
+    fe = Path(out) / "frontend"
+    if fe.is_dir():  # only with a frontend network
+        n_sw = sum(1 for p in (fe / "switches").iterdir() if p.is_dir())
+        n_hosts = sum(1 for p in (fe / "hosts").iterdir() if p.is_dir())
+        console.print(f"  frontend/  {n_sw:,} switches: config_db.json, frr.conf   "
+                      f"{n_hosts:,} hosts and storage nodes: nic-setup.sh   cabling.csv   "
+                      "addressing.csv   bom.csv", markup=False)
+    _mgmt_line(Path(out))
     console.print("  monitoring/ prometheus.yml (a target per switch and host)   alerts.yml   "
                   + (f"grafana/ ({res.dashboards} dashboards)" if res.dashboards else
                      "grafana/ (no dashboards: see grafana/dashboards/MISSING.md)"))
     console.print(f"  ASNs {res.asns:,}   loopbacks {res.loopbacks:,}   point-to-point /31s "
                   f"{res.p2p_links:,}   NIC /32s {res.nic_addresses:,}   QoS {res.qos}")
+
+
+def _mgmt_line(out: Path) -> None:
+    """The management network's cabling file, only when the spec has one."""
+    mg = out / "mgmt-cabling.csv"
+    if mg.is_file():
+        with mg.open() as fh:
+            cables = sum(1 for _ in fh) - 1
+        console.print(f"  mgmt-cabling.csv {cables:,} management cables (switch eth0, host "
+                      "OS NIC and BMC ports, uplinks)")

@@ -134,6 +134,15 @@ def up_cmd(
                   f"{len(lab.layout.static_tors)} ToRs) with the generated frr.conf; "
                   "next: aifabric lab test")
     _queues_line(lab)
+    m = lab.layout.mgmt
+    if m is not None:  # the spec's management network, reachable from here
+        n_exp = len(lab.state.get("mgmt", {}).get("exporter_pids", {}))
+        console.print(f"  management network: bridge {m.bridge} {m.gateway}/{m.prefixlen} "
+                      f"here, {len(m.ports)} devices on it (switch eth0, host "
+                      f"{m.ports[-1].ifname}); "
+                      + (f"node exporter on {n_exp} management addresses" if n_exp else
+                         "no node exporter (apt-get install prometheus-node-exporter)"),
+                      markup=False)
     if ssh:
         console.print(f"  sshd in {len(lab.layout.namespaces)} namespaces (key "
                       f"{lab.dir / 'ssh' / 'id_ed25519'}); ansible-playbook -i "
@@ -233,6 +242,13 @@ def status_cmd(lab_dir: Path | None = DIR_OPT) -> None:
     hosts_up = sum(lab.layout.ns[h] in names for h in lab.layout.hosts)
     console.print(f"hosts: {hosts_up}/{len(lab.layout.hosts)} namespaces")
     _queues_line(lab)
+    m = lab.layout.mgmt
+    if m is not None:  # reachable from here right now?
+        from aifabric.lab.mgmt import answering, bridge_up
+
+        console.print(f"management network: bridge {m.bridge} "
+                      f"{'up' if bridge_up(m) else 'MISSING'} ({m.gateway}/{m.prefixlen}), "
+                      f"exporters answering {len(answering(m))}/{len(m.ports)}", markup=False)
     if lab.failures:
         console.print("failed: " + ", ".join(x.get("switch") or x.get("port", "")
                                              for x in lab.failures))

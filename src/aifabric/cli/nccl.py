@@ -150,6 +150,10 @@ def nccl_cmd(
         help="the converged option: the frontend's storage nodes on "
         "the backend, a checkpoint of this size written while the collective runs (the "
         "interference both ways)"),
+    pipeline: int = typer.Option(1, "--pipeline", metavar="K",
+                                 help="hierarchical: its three phases "
+                                 "pipelined over K chunks as NCCL runs them (1: one "
+                                 "after the other)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     max_memory: str | None = MAX_MEMORY,
 ) -> None:
@@ -160,6 +164,9 @@ def nccl_cmd(
     from aifabric.spec.units import parse_size
     from aifabric.workload.tuner import PROTOCOLS
 
+    if not 1 <= pipeline <= 65_536:
+        raise SpecError(Problem("--pipeline", f"got {pipeline}; allowed: 1 (the phases "
+                                "one after the other) to 65536 chunks"))
     (sp,) = load_specs([spec])
     if protocol is not None and protocol not in PROTOCOLS:
         raise SpecError(Problem("--protocol", f"got {protocol!r}; allowed: "
@@ -205,13 +212,15 @@ def nccl_cmd(
     list_sizes = _sizes(sizes) if sizes else [parse_size(size, "--size")]
     if min(list_sizes) <= 0:
         raise SpecError(Problem("--size", f"got {size!r}; allowed: a size > 0 like 8GiB"))
-    results = [run_collective(net, op, s, gpus=gpus, algorithm=algorithm, protocol=protocol)
-               for s in list_sizes]
+    results = [run_collective(net, op, s, gpus=gpus, algorithm=algorithm, protocol=protocol,
+                              pipeline=pipeline) for s in list_sizes]
     if as_json:
         console.print_json(json.dumps({"fabric": sp.name,
                                        "results": [r.as_dict() for r in results]}))
         return
     _header(sp.name, net)
+    if pipeline > 1:
+        console.print(f"hierarchical: its phases pipelined over {pipeline} chunks")
     if len(results) == 1:
         _render_one(results[0])
     else:

@@ -77,6 +77,8 @@ def _render(p: dict[str, Any]) -> None:
         console.print(_scaleup_table(p["scaleup"]))
     if "frontend" in p:
         console.print(_frontend_table(p["frontend"]))
+    if "management" in p:
+        console.print(_management_table(p["management"]))
     if "bisection_gbps" in p:
         console.print(f"bisection bandwidth: {_gbps(p['bisection_gbps'])} "
                       f"({p['bisection_gbps_per_gpu']:g} Gb/s per GPU)")
@@ -155,6 +157,26 @@ _COMPARE_ROWS: list[tuple[str, Any]] = [
      if "bisection_gbps_per_gpu" in p else "-"),
     *[(f"hops {k.replace('_', ' ')}", lambda p, k=k: _hops(p["hops"][k])) for k in PAIR_KINDS],
 ]
+
+
+def _management_table(m: dict[str, Any]) -> Table:
+    """The out-of-band management network: addresses, switches, cables."""
+    t = Table(title=f"management network (out of band): {m['pool']}, gateway "
+              f"{m['gateway']}, {m['addresses']:,} addresses", title_justify="left")
+    t.add_column("item")
+    t.add_column("count", justify="right")
+    t.add_column("each", justify="right")
+    t.add_row("switch eth0 ports", f"{m['switch_ports']:,}", "1G")
+    t.add_row("host OS management ports", f"{m['host_ports']:,}", "1G")
+    t.add_row("host BMC ports", f"{m['bmc_ports']:,}", "1G")
+    t.add_row("access switches", f"{m['access_switches']:,}",
+              f"{m['ports_per_switch']} x 1G + {m['uplinks_per_switch']} up")
+    t.add_row("aggregation switches", f"{m['agg_switches']:,}", f"{m['agg_ports']} ports")
+    t.add_row("copper patch cables (1000BASE-T)", f"{m['copper_cables']:,}", "")
+    t.add_row(f"uplink cables ({m['uplink_medium']})", f"{m['uplink_cables']:,}", "")
+    if "uplink_transceivers" in m:
+        t.add_row("uplink transceivers", f"{m['uplink_transceivers']:,}", "")
+    return t
 
 
 def _frontend_table(fe: dict[str, Any]) -> Table:

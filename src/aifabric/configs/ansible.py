@@ -30,13 +30,16 @@ file                            what
                                 stdlib, run on the device as ``python3 -c``)
 =============================== ===========================================================
 
-The plan has no management network, so ``ansible_host`` is a switch's loopback and a
-host's first NIC /32 (as ``monitoring/prometheus.yml`` scrapes them); a site with an
-out-of-band network overrides it with ``host_vars``. The health gate's plan per switch
-is its BGP peers (from ``frr.conf``) and its ECMP groups as a histogram -- how many NIC
-/32s the routing model (:class:`aifabric.routing.Fib`, the model ``aifabric lab test``
-checks the kernel against) routes over 1, 2, ... next hops and how many the switch
-delivers itself -- computed for every switch at once, in blocks, from the FIB arrays.
+With a management network (the spec's ``management:``) ``ansible_host`` (and
+``aifabric_mgmt``) is the device's management address -- a switch's ``eth0``, a host's OS
+management NIC; a host also has ``aifabric_bmc``. Without one it is in band: a switch's
+loopback and a host's first NIC /32 (as ``monitoring/prometheus.yml`` scrapes them).
+
+The health gate's plan per switch is its BGP peers (from ``frr.conf``) and its ECMP
+groups as a histogram -- how many NIC /32s the routing model
+(:class:`aifabric.routing.Fib`, the model ``aifabric lab test`` checks the kernel
+against) routes over 1, 2, ... next hops and how many the switch delivers itself --
+computed for every switch at once, in blocks, from the FIB arrays.
 
 Every value from the spec is written as a JSON string (a valid YAML double-quoted
 scalar), so a name cannot add a key or a line. Same fabric, same bytes.
@@ -194,10 +197,14 @@ def _idx(v: int) -> int | None:
 
 
 def management_addresses(ctx: BuildContext) -> dict[str, str]:
-    """Device name -> the address Ansible reaches it at: a switch's loopback, a host's
-    first NIC /32 (the plan has no management network)."""
+    """Device name -> the address Ansible reaches it at: its management address when the
+    plan has a management network, else a switch's loopback and a host's first NIC /32."""
     f = ctx.fabric
     names = f.nodes.name
+    if ctx.mgmt is not None:
+        nodes = np.concatenate([ctx.plan.switches, np.asarray(f.host_node, dtype=np.int64)])
+        return dict(zip(names[nodes].astype(str).tolist(),
+                        ip_str(ctx.mgmt.node_address[nodes]).tolist(), strict=True))
     out = {str(names[n]): ip for n, ip in zip(
         ctx.plan.switches.tolist(), ip_str(ctx.plan.loopback[ctx.plan.switches]).tolist(),
         strict=True)}
@@ -223,6 +230,7 @@ def inventory_yml(ctx: BuildContext, plan: dict[str, str],
     lines_sw: list[str] = []
     ecmp = ecmp_plan(ctx)
     lo = ip_str(ctx.plan.loopback[ctx.plan.switches]).tolist()
+    mgmt = management_addresses(ctx) if ctx.mgmt is not None else {}
     nic_pool = str(f.spec.addressing.nic_pool)
     for n, loopback in zip(ctx.plan.switches.tolist(), lo, strict=True):
         name = str(nodes.name[n])
@@ -230,9 +238,10 @@ def inventory_yml(ctx: BuildContext, plan: dict[str, str],
         tier = kinds[int(nodes.kind[n])]
         plane, rail = _idx(nodes.plane[n]), _idx(nodes.rail[n])
         seg, pod = _idx(nodes.segment[n]), _idx(nodes.pod[n])
+        at = mgmt.get(name, loopback)
         v: dict[str, Any] = {
-            "ansible_host": loopback, "aifabric_role": "switch", "aifabric_tier": tier,
-            "aifabric_loopback": loopback, "aifabric_mgmt": loopback,
+            "ansible_host": at, "aifabric_role": "switch", "aifabric_tier": tier,
+            "aifabric_loopback": loopback, "aifabric_mgmt": at,
             "aifabric_asn": int(ctx.plan.asn[n]), "aifabric_plane": plane,
             "aifabric_rails": [rail] if rail is not None else [],
             "aifabric_segment": seg, "aifabric_pod": pod,
@@ -255,8 +264,11 @@ def inventory_yml(ctx: BuildContext, plan: dict[str, str],
         rails = sorted({int(n_["index"]) for n_ in nics})
         first = nics[0]["ip"] if nics else ""
         seg, pod = _idx(nodes.segment[hn]), _idx(nodes.pod[hn])
-        v = {"ansible_host": first, "aifabric_role": "host", "aifabric_tier": "host",
-             "aifabric_mgmt": first, "aifabric_rails": rails, "aifabric_segment": seg,
+        at = mgmt.get(name, first)
+        bmc = ({"aifabric_bmc": str(ip_str(ctx.mgmt.bmc_address[hn:hn + 1])[0])}
+               if ctx.mgmt is not None and ctx.mgmt.spec.bmc else {})
+        v = {"ansible_host": at, "aifabric_role": "host", "aifabric_tier": "host",
+             "aifabric_mgmt": at, **bmc, "aifabric_rails": rails, "aifabric_segment": seg,
              "aifabric_pod": pod, "aifabric_ports": ports,
              "aifabric_netdevs": [n_["netdev"] for n_ in nics],
              "aifabric_backup": bool(nodes.backup[hn]), **extra.get(name, {})}
@@ -277,8 +289,11 @@ def inventory_yml(ctx: BuildContext, plan: dict[str, str],
                 "aifabric_gate_timeout": 60, **(extra_all or {})}
     out = ["---", f"# Ansible inventory of the fabric {_Q(f.spec.name)}, from aifabric build.",
            "# Groups: switches, servers; tor/agg/core; planeN, railN, segmentN, podN.",
-           "# ansible_host: a switch's loopback, a host's first NIC /32 (the plan has no",
-           "# management network; override it in host_vars for an out-of-band one).",
+           *(["# ansible_host: the device's out-of-band management address (a switch's",
+              "# eth0, a host's OS management NIC; aifabric_bmc: its BMC)."]
+             if ctx.mgmt is not None else
+             ["# ansible_host: a switch's loopback, a host's first NIC /32 (the plan has no",
+              "# management network; override it in host_vars for an out-of-band one)."]),
            "all:", "  vars:"]
     for k, x in all_vars.items():
         out += _value(k, x, 4)

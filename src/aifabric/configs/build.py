@@ -10,15 +10,17 @@ from pathlib import Path
 
 from aifabric.configs._ports import Endpoints
 from aifabric.configs.addressing import AddressPlan, plan_addresses
+from aifabric.configs.frontend import FrontendContext, render_frontend
 from aifabric.configs.frr import render_frr
-from aifabric.configs.lld import render_lld
+from aifabric.configs.lld import render_lld, render_lld_management
 from aifabric.configs.nccl import nccl_env, render_nccl_topo
 from aifabric.configs.nic import HostContext, render_nic_script
 from aifabric.configs.nvlink import nvlink_cabling_csv
 from aifabric.configs.sonic import SwitchContext, render_config_db
-from aifabric.configs.tables import addressing_csv, bom_csv, cabling_csv
+from aifabric.configs.tables import addressing_csv, bom_csv, cabling_csv, mgmt_cabling_csv
 from aifabric.spec import dump_spec
 from aifabric.topology import Fabric, LinkKind, NodeKind
+from aifabric.topology.management import ManagementPlan, plan_management
 
 __all__ = ["BuildContext", "build_files", "render_build", "write_build"]
 
@@ -40,12 +42,18 @@ class BuildContext:
     ends: Endpoints
     switches: SwitchContext
     hosts: HostContext
+    #: the frontend (storage) network's own fabric and plan; None without ``frontend``
+    frontend: FrontendContext | None = None
+    #: the out-of-band management network (None: the spec has no ``management:``)
+    mgmt: ManagementPlan | None = None
 
     @classmethod
     def of(cls, fabric: Fabric) -> BuildContext:
         plan = plan_addresses(fabric)
+        mgmt = plan_management(fabric)
         ends = Endpoints.of(plan)
-        return cls(plan, ends, SwitchContext(plan, ends), HostContext.of(plan, ends))
+        return cls(plan, ends, SwitchContext(plan, ends, mgmt), HostContext.of(plan, ends),
+                   FrontendContext.of(fabric), mgmt)
 
     @property
     def fabric(self) -> Fabric:
@@ -104,16 +112,25 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
     if getattr(f.spec, "transport", "roce") == "infiniband":  # no Ethernet switch configs
         from aifabric.configs.infiniband import render_infiniband
 
-        yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
-        yield "bom.csv", bom_csv(ctx.plan, ctx.ends)
+        yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends, ctx.mgmt)
+        yield "bom.csv", bom_csv(ctx.plan, ctx.ends, ctx.mgmt)
+        if ctx.mgmt is not None:
+            yield "mgmt-cabling.csv", mgmt_cabling_csv(ctx.mgmt)
         yield from render_infiniband(ctx)
+        if ctx.frontend is not None:  # the frontend is Ethernet whatever the backend
+            yield from render_frontend(ctx.frontend, config_db_json)
         if progress:  # (the monitoring extras watch SONiC switches: not written here)
             progress(n_files(f))
         return
-    yield "LLD.md", render_lld(ctx.plan, ctx.ends)
+    lld = render_lld(ctx.plan, ctx.ends)
+    if ctx.mgmt is not None:  # (a section only with a management network)
+        lld += render_lld_management(ctx.mgmt)
+    yield "LLD.md", lld
     yield "cabling.csv", cabling_csv(ctx.plan, ctx.ends)
-    yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends)
-    yield "bom.csv", bom_csv(ctx.plan, ctx.ends)
+    yield "addressing.csv", addressing_csv(ctx.plan, ctx.ends, ctx.mgmt)
+    yield "bom.csv", bom_csv(ctx.plan, ctx.ends, ctx.mgmt)
+    if ctx.mgmt is not None:  # the out-of-band management network's cables
+        yield "mgmt-cabling.csv", mgmt_cabling_csv(ctx.mgmt)
     nvl = nvlink_cabling_csv(f)
     if nvl is not None:  # a scale-up domain: every NVLink link, chip port and cartridge
         yield "nvlink-cabling.csv", nvl
@@ -134,6 +151,8 @@ def render_build(ctx: BuildContext, progress: Progress | None = None, *,
         yield f"hosts/{name}/nccl.env", nccl_env(ctx.hosts, h)
         if progress:
             progress(1)
+    if ctx.frontend is not None:  # the frontend (storage) network: its own fabric
+        yield from render_frontend(ctx.frontend, config_db_json)
     for render in extra:  # e.g. the operate layer's Prometheus/Grafana files
         yield from render(ctx)
     # the Ansible inventory and playbooks that push this build and collect facts

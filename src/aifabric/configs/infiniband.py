@@ -12,10 +12,13 @@ Ethernet switch configs (SONiC, FRR) and NIC scripts:
   OpenSM does not guess them again;
 * ``subnet-manager/topology.net``: the planned topology in ``ibnetdiscover`` format
   (node names, port numbers, cables); the lab runs ``ibsim`` on it;
+* ``subnet-manager/sharp_am.cfg`` (switches that aggregate): the SHARP Aggregation
+  Manager's tree settings (:mod:`aifabric.configs.sharp`);
 * ``ib-cabling.csv``: one row per cable with both ends' IB port numbers;
 * ``hosts/<host>/nccl.env``: ``NCCL_IB_HCA`` (device:port, rail order), ``NCCL_IB_SL``,
   ``NCCL_IB_PKEY`` (index 0: the default partition), QPs per connection, the topology
-  file and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics.
+  file and ``NCCL_CROSS_NIC=0`` on rail-optimized fabrics; with SHARP switches, NCCL's
+  SHARP plugin switches (``NCCL_COLLNET_ENABLE``, ``SHARP_COLL_ENABLE_SAT``).
 
 GUIDs in these files are the plan's (Mellanox OUI, from the node order): a real fabric
 has its own; :func:`check_discovered` matches by node description (the names) and port
@@ -32,6 +35,7 @@ import numpy as np
 
 from aifabric.configs.quote import line, num, sh
 from aifabric.routing.infiniband import Subnet, lfts, subnet
+from aifabric.topology.fabric import NodeKind
 
 __all__ = ["check_discovered", "ib_cabling_csv", "nccl_env_ib", "net_file", "opensm_conf",
            "render_infiniband"]
@@ -113,32 +117,68 @@ def partitions_conf(spec: Any, sn: Subnet | None = None) -> str:
     if not parts:
         return head + "Default=0x7fff, ipoib, defmember=full : ALL, SELF=full;\n"
     assert sn is not None
+    from aifabric.routing.infiniband import partition_members
+
     f = sn.fabric
-    host_name = np.array([str(f.nodes.name[f.host_node[h]]) if h >= 0 else ""
-                          for h in f.nodes.host[sn.ca_node]])
+    members = partition_members(f)
+    member = set().union(*members)
     guid = sn.ca_guid
-    member = {h for p in parts for h in p.hosts}
-    cas = [(c, "limited" if host_name[c] in member else "full")
-           for c in range(sn.n_ca_ports) if host_name[c]]
+    hosted = f.nodes.host[sn.ca_node] >= 0
+    cas = [(c, "limited" if int(sn.ca_node[c]) in member else "full")
+           for c in range(sn.n_ca_ports) if hosted[c]]
     out = [head.rstrip("\n"),
            "# the default partition: switches and the SM full members (ALL_SWITCHES, SELF),",
            "# tenants' ports limited members, hosts in no partition full members",
            "Default=0x7fff, ipoib : ALL_SWITCHES=full, SELF=full"
            + "".join(f",\n    0x{int(guid[c]):016x}={m}" for c, m in cas) + ";"]
-    for p in parts:
-        ports = [c for c in range(sn.n_ca_ports) if host_name[c] in set(p.hosts)]
+    for p, mine in zip(parts, members, strict=True):
+        ports = [c for c in range(sn.n_ca_ports) if int(sn.ca_node[c]) in mine]
         flags = ", ipoib" if p.ipoib else ""
-        out.append(f"# {line(p.name)}: {len(p.hosts)} host(s), {len(ports)} HCA port(s)")
+        who = ", ".join(x for x in (f"{len(p.hosts)} host(s)" if p.hosts else "",
+                                    f"{len(p.gpus)} GPU(s)" if p.gpus else "") if x)
+        out.append(f"# {line(p.name)}: {who}, {len(ports)} HCA port(s)"
+                   + (", shared" if p.shared else ""))
         out.append(f"{line(p.name)}=0x{p.pkey:04x}{flags}, defmember=full :"
                    + ",".join(f"\n    0x{int(guid[c]):016x}" for c in ports) + ";")
     return "\n".join(out) + "\n"
 
 
-def nccl_pkey_index(spec: Any, host_name: str) -> int:
-    """NCCL_IB_PKEY: the *index* of the P_Key NCCL's queue pairs use in the port's P_Key
-    table (NCCL sets ``qp_attr.pkey_index`` from it). OpenSM puts the default P_Key at
-    index 0 and a port's other P_Key after it, so a tenant's ports use index 1."""
-    return 1 if any(host_name in p.hosts for p in spec.infiniband.partitions) else 0
+def nccl_pkey_index(spec: Any, host_name: str, partition: int | None = None) -> int:
+    """NCCL_IB_PKEY of a host whose partitions name it in ``hosts``: the *index* of the
+    P_Key NCCL's queue pairs use in the port's P_Key table (NCCL sets
+    ``qp_attr.pkey_index`` from it). OpenSM puts the default P_Key at index 0 and a
+    port's other P_Keys after it, in its partition map's order
+    (:func:`aifabric.routing.infiniband.pkey_tables`): a port of one partition uses
+    index 1. ``partition``: that partition (a job group's env); default: the host's
+    first partition that is not ``shared`` (else its first), 0 with none."""
+    from aifabric.routing.infiniband import _pkey_order
+
+    parts = spec.infiniband.partitions
+    mine = [i for i, p in enumerate(parts) if host_name in p.hosts]
+    if partition is None:
+        if not mine:
+            return 0
+        plain = [i for i in mine if not parts[i].shared]
+        partition = (plain or mine)[0]
+    keys = sorted((parts[i].pkey for i in mine), key=_pkey_order)
+    return 1 + keys.index(parts[partition].pkey)
+
+
+def host_groups(fab: Any) -> dict[int, dict[int, tuple[list[int], int]]]:
+    """Per host (index) in a partition: partition index -> (its NIC port nodes on that
+    host, the P_Key's index in their tables) -- one env per job group of the host."""
+    from aifabric.routing.infiniband import partition_members, pkey_tables
+
+    members = partition_members(fab)
+    tables = pkey_tables(fab)
+    pkeys = [p.pkey for p in fab.spec.infiniband.partitions]
+    out: dict[int, dict[int, tuple[list[int], int]]] = {}
+    for i, mine in enumerate(members):
+        for n in sorted(mine):
+            h = int(fab.nodes.host[n])
+            ports, _ = out.setdefault(h, {}).setdefault(i, ([], tables[n].index(pkeys[i])))
+            ports.append(n)
+    return out
 
 
 def ib_cabling_csv(sn: Subnet) -> str:
@@ -164,8 +204,14 @@ def ib_cabling_csv(sn: Subnet) -> str:
     return "\n".join(rows) + "\n"
 
 
-def nccl_env_ib(ctx: Any, sn: Subnet, host: int) -> str:
-    """The ``nccl.env`` of host index ``host`` on InfiniBand."""
+def nccl_env_ib(ctx: Any, sn: Subnet, host: int, sharp: bool = False,
+                pkey: int | None = None,
+                group: tuple[str, list[int], int] | None = None) -> str:
+    """The ``nccl.env`` of host index ``host`` on InfiniBand; ``sharp``: the switches
+    aggregate, NCCL's SHARP plugin is switched on (:mod:`aifabric.configs.sharp`);
+    ``pkey``: NCCL_IB_PKEY (default :func:`nccl_pkey_index`); ``group``: (partition
+    name, its NIC port nodes on this host, its P_Key index there) for a job group's
+    env: only those HCAs, that index."""
     from aifabric.configs.nccl import TOPO_PATH, rail_optimized
     from aifabric.configs.nic import host_nics
 
@@ -177,25 +223,36 @@ def nccl_env_ib(ctx: Any, sn: Subnet, host: int) -> str:
         mine = np.flatnonzero((f.nodes.host[sn.ca_node] == host) &
                               (f.nodes.rail[sn.ca_node] == n["index"]))
         for c in mine[np.argsort(sn.ca_portnum[mine])]:
-            ports.append(f"{n['rdma']}:{int(sn.ca_portnum[c])}")
+            if group is None or int(sn.ca_node[c]) in group[1]:
+                ports.append(f"{n['rdma']}:{int(sn.ca_portnum[c])}")
+    if group is not None:
+        pkey = group[2]
+    elif pkey is None:
+        pkey = nccl_pkey_index(spec, str(f.nodes.name[f.host_node[host]]))
     lines = [
         f"# {line(f.nodes.name[f.host_node[host]])}: NCCL environment (InfiniBand) "
-        f"generated by aifabric from spec {line(spec.name)}",
+        + (f"of partition {line(group[0])} " if group is not None else "")
+        + f"generated by aifabric from spec {line(spec.name)}",
         "NCCL_IB_HCA=" + sh("=" + ",".join(ports)),
         f"NCCL_IB_SL={num(spec.infiniband.nccl_sl)}",
-        f"NCCL_IB_PKEY={nccl_pkey_index(spec, str(f.nodes.name[f.host_node[host]]))}",
+        f"NCCL_IB_PKEY={num(pkey)}",
         f"NCCL_IB_ADAPTIVE_ROUTING={1 if spec.infiniband.adaptive_routing else 0}",
         f"NCCL_IB_QPS_PER_CONNECTION={num(spec.routing.qps_per_connection)}",
         f"NCCL_TOPO_FILE={TOPO_PATH}",
     ]
     if rail_optimized(ctx):
         lines.append("NCCL_CROSS_NIC=0")
+    if sharp:
+        from aifabric.configs.sharp import nccl_sharp_env
+
+        lines += nccl_sharp_env()
     return "\n".join(lines) + "\n"
 
 
 def render_infiniband(ctx: Any) -> Iterator[tuple[str, str]]:
     """The InfiniBand files of a build (module doc), in a fixed order."""
     from aifabric.configs.nccl import render_nccl_topo
+    from aifabric.configs.sharp import sharp_am_cfg, sharp_capable
 
     f = ctx.fabric
     spec = f.spec
@@ -209,11 +266,28 @@ def render_infiniband(ctx: Any) -> Iterator[tuple[str, str]]:
         yield "subnet-manager/root-guids.conf", "".join(
             f"0x{int(g):016x}\n" for g in sn.sw_guid[t.roots])
     yield "subnet-manager/topology.net", net_file(sn)
+    sharp = sharp_capable(f)
+    if sharp:
+        yield "subnet-manager/sharp_am.cfg", sharp_am_cfg(f, sn)
     yield "ib-cabling.csv", ib_cabling_csv(sn)
+    parts = spec.infiniband.partitions
+    groups = host_groups(f) if parts else {}
+    nic = f.nodes.kind == NodeKind.NIC
     for h in range(len(f.host_node)):
         name = str(f.nodes.name[f.host_node[h]])
         yield f"hosts/{name}/nccl-topo.xml", render_nccl_topo(ctx.hosts, h)
-        yield f"hosts/{name}/nccl.env", nccl_env_ib(ctx.hosts, sn, h)
+        mine = groups.get(h, {})
+        n_ports = int((nic & (f.nodes.host == h)).sum()) if mine else 0
+        whole = [i for i, (ports, _) in mine.items() if len(ports) == n_ports]
+        plain = [i for i in whole if not parts[i].shared]
+        pkey = mine[(plain or whole)[0]][1] if whole else 0
+        yield f"hosts/{name}/nccl.env", nccl_env_ib(ctx.hosts, sn, h, sharp=sharp,
+                                                    pkey=pkey)
+        if len(mine) > 1 or (mine and not whole):  # one env per job group of the host
+            for i, (ports, idx) in mine.items():
+                yield (f"hosts/{name}/nccl.{parts[i].name}.env",
+                       nccl_env_ib(ctx.hosts, sn, h, sharp=sharp,
+                                   group=(parts[i].name, ports, idx)))
 
 
 # ------------------------------------------------------------- pre-flight check

@@ -21,7 +21,7 @@ from aifabric.configs.sonic import _HASH_ALGO, _HASH_FIELD
 from aifabric.topology import LinkKind, NodeKind
 from aifabric.topology.buffers import buffer_plan
 
-__all__ = ["render_lld"]
+__all__ = ["render_lld", "render_lld_management"]
 
 _ASN_SCHEME = {NodeKind.TOR: "one per ToR", NodeKind.AGG: "one per pod and plane/group",
                NodeKind.CORE: "one per core group"}
@@ -143,3 +143,28 @@ def render_lld(plan: AddressPlan, ends: Endpoints) -> str:
         seed_text=(f"{rt.seed} on every switch" if rt.seed_mode == "same"
                    else f"{rt.seed} mixed with each switch's name (per_switch)"),
         drawing_segment=seg, drawing=_drawing(plan, ends, seg))
+
+
+def render_lld_management(mg: Any) -> str:
+    """The ``LLD.md`` section of the out-of-band management network
+    (:class:`aifabric.topology.management.ManagementPlan`)."""
+    p = mg.as_dict()
+    m = mg.spec
+    lines = [
+        "", "## Management network (out of band)", "",
+        f"One flat subnet `{p['pool']}`, gateway `{p['gateway']}` (the site's management "
+        f"router); {p['addresses']:,} addresses: every switch `eth0` ({p['switch_ports']:,}), "
+        f"every host's `{m.host_interface}` ({p['host_ports']:,}) and BMC "
+        f"({p['bmc_ports']:,}), then the management switches' `Vlan1`. SONiC: MGMT_PORT "
+        "(1000BASE-T), MGMT_INTERFACE" + (", MGMT_VRF_CONFIG (management VRF)" if m.vrf
+                                          else " (no management VRF)")
+        + ". Monitoring and Ansible reach every device at its management address.", "",
+        "| item | count | each |", "|---|---:|---|",
+        f"| access switches | {p['access_switches']:,} | {m.ports_per_switch} x 1G copper + "
+        f"{m.uplinks} x {m.uplink_gbps}G up |",
+        f"| aggregation switches | {p['agg_switches']:,} | {m.agg_ports} x {m.uplink_gbps}G |",
+        f"| copper patch cables | {p['copper_cables']:,} | {m.access_m:g} m |",
+        f"| uplink cables ({m.uplink_medium}) | {p['uplink_cables']:,} | {m.uplink_m:g} m |",
+        "", "Every cable, end to end: `mgmt-cabling.csv`; every address: `addressing.csv`.",
+        ""]
+    return "\n".join(lines)

@@ -4,7 +4,8 @@ One switch's CONFIG_DB holds DEVICE_METADATA, PORT, INTERFACE, LOOPBACK_INTERFAC
 DEVICE_NEIGHBOR, BGP_NEIGHBOR, the QoS maps (DSCP_TO_TC_MAP, TC_TO_PRIORITY_GROUP_MAP,
 TC_TO_QUEUE_MAP, MAP_PFC_PRIORITY_TO_QUEUE), PORT_QOS_MAP, WRED_PROFILE, SCHEDULER,
 QUEUE, BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG, BUFFER_QUEUE, CABLE_LENGTH, PFC_WD,
-SWITCH_HASH and FLEX_COUNTER_TABLE; ToRs add the host VLAN with proxy ARP and the
+SWITCH_HASH and FLEX_COUNTER_TABLE (and, with a management network, MGMT_PORT,
+MGMT_INTERFACE and MGMT_VRF_CONFIG); ToRs add the host VLAN with proxy ARP and the
 anycast gateway (SAG), HPN ToRs one LACP PortChannel per host port with the pair's
 shared system MAC.
 
@@ -33,6 +34,7 @@ from aifabric.configs.addressing import AddressPlan
 from aifabric.errors import Problem, SpecError
 from aifabric.topology import Fabric, LinkKind, NodeKind
 from aifabric.topology.buffers import buffer_plan, buffer_problem
+from aifabric.topology.management import SWITCH_PORT, ManagementPlan
 
 __all__ = ["DEVICE_TYPE", "MAP_NAME", "SwitchContext", "render_config_db"]
 
@@ -83,8 +85,11 @@ def wred_profile_name(qos: Any, speed_mbps: int) -> str:
 class SwitchContext:
     """What every switch renderer shares: the fabric, its address plan and endpoints."""
 
-    def __init__(self, plan: AddressPlan, ends: Endpoints | None = None):
+    def __init__(self, plan: AddressPlan, ends: Endpoints | None = None,
+                 mgmt: ManagementPlan | None = None):
         self.plan = plan
+        #: the out-of-band management network (MGMT_PORT, MGMT_INTERFACE, MGMT_VRF_CONFIG)
+        self.mgmt = mgmt
         self.f = plan.fabric
         self.ends = ends or Endpoints.of(plan)
         spec = self.f.spec
@@ -176,10 +181,30 @@ def render_config_db(ctx: SwitchContext, node: int) -> dict[str, Any]:
     _qos_tables(ctx, t, db)
     _buffer_tables(ctx, t, db, node)
     _hash_tables(f, node, db)
+    if ctx.mgmt is not None:
+        _mgmt_tables(ctx.mgmt, node, db)
     db["FLEX_COUNTER_TABLE"] = {g: {"FLEX_COUNTER_STATUS": "enable"} for g in
                                 ("PORT", "QUEUE", "PG_WATERMARK", "QUEUE_WATERMARK")
                                 + (("PFCWD",) if t.pfc_wd else ())}
     return db
+
+
+def _mgmt_tables(mg: ManagementPlan, node: int, db: dict[str, Any]) -> None:
+    """MGMT_PORT (eth0, 1000BASE-T, cabled to its access switch port), MGMT_INTERFACE
+    (its address in the management pool, the pool's gateway) and, with
+    ``management.vrf``, MGMT_VRF_CONFIG (eth0 in SONiC's management VRF, its routes apart
+    from the fabric's)."""
+    row = int(mg.node_row[node])  # a switch's only managed port
+    acc = mg.access_switch_names[row // mg.spec.ports_per_switch]
+    port = row % mg.spec.ports_per_switch + 1
+    addr = ".".join(str((int(mg.address[row]) >> s) & 255) for s in (24, 16, 8, 0))
+    db["MGMT_PORT"] = {SWITCH_PORT: {"admin_status": "up", "alias": SWITCH_PORT,
+                                     "speed": str(1000 * mg.spec.port_gbps),
+                                     "autoneg": "on", "description": f"{acc}:p{port}"}}
+    db["MGMT_INTERFACE"] = {f"{SWITCH_PORT}|{addr}/{mg.prefixlen}": {
+        "gwaddr": mg.gateway_str}}
+    if mg.spec.vrf:
+        db["MGMT_VRF_CONFIG"] = {"vrf_global": {"mgmtVrfEnabled": "true"}}
 
 
 def _metadata(ctx: SwitchContext, node: int, kind: NodeKind, model_name: str,

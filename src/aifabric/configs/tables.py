@@ -11,6 +11,13 @@ loop over links), sorted deterministically.
   switches.
 * ``bom.csv``: switches per tier and model, hosts, GPUs, NICs, cables per tier,
   medium, speed and length class, transceivers.
+* ``mgmt-cabling.csv`` (a spec with ``management:``): one row per management cable:
+  every managed port (switch ``eth0``, host OS NIC, BMC) to its access switch port, and
+  every access switch uplink to its aggregation switch
+  (:mod:`aifabric.topology.management`). The management network also adds its
+  addresses to ``addressing.csv`` (kinds ``mgmt``, ``bmc``, ``mgmt_switch``; the peer
+  is the access switch port) and its switches, patch cables and uplink optics to
+  ``bom.csv`` (roles ``mgmt_access``, ``mgmt_agg``, ``mgmt_uplink``).
 """
 
 from __future__ import annotations
@@ -23,9 +30,10 @@ import numpy as np
 from aifabric.configs._ports import LENGTH_CLASSES_M, Endpoints, device_names, port_names
 from aifabric.configs.addressing import AddressPlan, ip_str
 from aifabric.topology import LinkKind, Medium, NodeKind
+from aifabric.topology.management import KINDS, ManagementPlan
 from aifabric.topology.parts import fmt
 
-__all__ = ["addressing_csv", "bom_csv", "cabling_csv"]
+__all__ = ["addressing_csv", "bom_csv", "cabling_csv", "mgmt_cabling_csv"]
 
 
 def _join(cols: list[np.ndarray], header: list[str]) -> str:
@@ -69,7 +77,46 @@ def cabling_csv(plan: AddressPlan, ends: Endpoints) -> str:
                         "speed_gbps", "medium", "length_m", "length_class", "cable"])
 
 
-def addressing_csv(plan: AddressPlan, ends: Endpoints) -> str:
+def _length_class(metres: float) -> int:
+    classes = np.array(LENGTH_CLASSES_M)
+    return int(classes[min(np.searchsorted(classes, metres - 1e-9), len(classes) - 1)])
+
+
+def mgmt_cabling_csv(mg: ManagementPlan) -> str:
+    """``mgmt-cabling.csv``: every management access cable, then every uplink."""
+    m = mg.spec
+    sel = mg.kind <= KINDS.index("bmc")  # managed ports, in row order
+    acc_dev, acc_port = mg.access_ends()
+    up_a, up_ap, up_b, up_bp = mg.uplinks()
+    n, u = mg.ports, len(up_a)
+    cols = [np.arange(n + u),
+            np.concatenate([np.full(n, "mgmt_access"), np.full(u, "mgmt_uplink")]),
+            np.concatenate([mg.device[sel], up_a]),
+            np.concatenate([mg.interface[sel], up_ap]),
+            np.concatenate([acc_dev, up_b]), np.concatenate([acc_port, up_bp]),
+            np.concatenate([np.full(n, m.port_gbps), np.full(u, m.uplink_gbps)]),
+            np.concatenate([np.full(n, "copper"), np.full(u, m.uplink_medium)]),
+            np.concatenate([np.full(n, f"{m.access_m:g}"), np.full(u, f"{m.uplink_m:g}")]),
+            np.concatenate([np.full(n, f"{_length_class(m.access_m)}m"),
+                            np.full(u, f"{_length_class(m.uplink_m)}m")])]
+    return _join(cols, ["cable", "tier", "a_device", "a_port", "b_device", "b_port",
+                        "speed_gbps", "medium", "length_m", "length_class"])
+
+
+def _mgmt_address_part(mg: ManagementPlan) -> tuple[np.ndarray, ...]:
+    """addressing.csv rows of the management network (the 8 columns)."""
+    labels = np.array(["mgmt", "mgmt", "bmc", "mgmt_switch", "mgmt_switch"])
+    n = len(mg.address)
+    peer, peer_if = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
+    acc_dev, acc_port = mg.access_ends()
+    peer[:mg.ports], peer_if[:mg.ports] = acc_dev, acc_port
+    return (mg.device, mg.interface, ip_str(mg.address), np.full(n, mg.prefixlen),
+            labels[mg.kind], np.full(n, "", dtype="<U1"), peer.astype(np.str_),
+            peer_if.astype(np.str_))
+
+
+def addressing_csv(plan: AddressPlan, ends: Endpoints,
+                   mgmt: ManagementPlan | None = None) -> str:
     f = plan.fabric
     nodes = f.nodes
     sw = plan.switches
@@ -102,13 +149,39 @@ def addressing_csv(plan: AddressPlan, ends: Endpoints) -> str:
          np.full(len(tors), "anycast_gateway"), plan.asn[tors].astype(np.str_),
          empty(len(tors)), empty(len(tors))),
     ]
+    if mgmt is not None:
+        parts.append(_mgmt_address_part(mgmt))
     cols = [np.concatenate([np.asarray(part[i]).astype(np.str_) for part in parts])
             for i in range(8)]
     return _join(cols, ["device", "interface", "address", "prefixlen", "kind", "asn",
                         "peer_device", "peer_interface"])
 
 
-def bom_csv(plan: AddressPlan, ends: Endpoints) -> str:
+def _mgmt_bom_rows(mg: ManagementPlan) -> list[list[str | int]]:
+    """bom.csv rows of the management network: its switches, copper patch cables and
+    uplink cables (or fibres and transceivers)."""
+    m = mg.spec
+    rows: list[list[str | int]] = [
+        ["switch", "mgmt_access", "management access", f"{m.ports_per_switch}x1G+"
+         f"{m.uplinks}x{m.uplink_gbps}G", "", mg.access_switches]]
+    if mg.agg_switches:
+        rows.append(["switch", "mgmt_agg", "management aggregation",
+                     f"{m.agg_ports}x{m.uplink_gbps}G", "", mg.agg_switches])
+    rows.append(["copper_cable", "mgmt_access", "1G RJ45 Cat6", "",
+                 f"{_length_class(m.access_m)}m", mg.ports])
+    n_up = mg.access_switches * m.uplinks if mg.agg_switches else 0
+    if n_up:
+        lclass = f"{_length_class(m.uplink_m)}m"
+        if m.uplink_medium == "optic":
+            rows.append(["transceiver", "mgmt_uplink", f"{m.uplink_gbps}G", "", "", 2 * n_up])
+            rows.append(["fibre", "mgmt_uplink", f"{m.uplink_gbps}G", "", lclass, n_up])
+        else:
+            rows.append([f"{m.uplink_medium}_cable", "mgmt_uplink", f"{m.uplink_gbps}G", "",
+                         lclass, n_up])
+    return rows
+
+
+def bom_csv(plan: AddressPlan, ends: Endpoints, mgmt: ManagementPlan | None = None) -> str:
     f = plan.fabric
     nodes, li = f.nodes, f.links
     h = f.spec.hosts
@@ -158,6 +231,8 @@ def bom_csv(plan: AddressPlan, ends: Endpoints) -> str:
             spec_ = f"{b_gbps}G" + (f" to {tails}x{speed}G breakout" if tails > 1 else "")
             rows.append([f"{medium.label}_cable", kind.label, spec_, "", f"{lclass}m",
                          len(b_phys)])
+    if mgmt is not None:
+        rows += _mgmt_bom_rows(mgmt)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["item", "role", "model", "ports", "length_class", "count"])

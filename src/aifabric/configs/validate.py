@@ -35,14 +35,18 @@ def validate_configs(ctx: Any, option: str = "validate"
     from aifabric.configs.sonic import render_config_db
     from aifabric.configs.yang import validate_config_dbs
 
-    switches = ctx.plan.switches.tolist()
-    names = [str(ctx.fabric.nodes.name[n]) for n in switches]
+    # the backend's switches, then the frontend's (named frontend/<switch>)
+    views = [(ctx, "")]
+    if getattr(ctx, "frontend", None) is not None:
+        views.append((ctx.frontend, "frontend/"))
+    docs: list[tuple[str, Any, int]] = [
+        (prefix + str(v.fabric.nodes.name[n]), v.switches, n)
+        for v, prefix in views for n in v.plan.switches.tolist()]
     try:
-        dbs = [(name, json.loads(config_db_json(render_config_db(ctx.switches, n))))
-               for name, n in zip(names, switches, strict=True)]
+        dbs = [(name, json.loads(config_db_json(render_config_db(sw, n))))
+               for name, sw, n in docs]
         yang = validate_config_dbs(dbs)
-        frr = validate_frr_confs([(name, render_frr(ctx.switches, n))
-                                  for name, n in zip(names, switches, strict=True)])
+        frr = validate_frr_confs([(name, render_frr(sw, n)) for name, sw, n in docs])
     except FileNotFoundError as exc:
         raise SpecError(Problem(option, str(exc))) from None
-    return len(names), [tuple(x) for x in yang], [tuple(x) for x in frr]
+    return len(docs), [tuple(x) for x in yang], [tuple(x) for x in frr]

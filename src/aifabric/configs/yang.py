@@ -70,6 +70,10 @@ _TABLES: dict[str, tuple[str, Any]] = {
     "PFC_WD": ("sonic-pfcwd", {1: ("PFC_WD_LIST", ("ifname",))}),
     "SWITCH_HASH": ("sonic-hash", "container"),
     "FLEX_COUNTER_TABLE": ("sonic-flex_counter", "container"),
+    "MGMT_PORT": ("sonic-mgmt_port", {1: ("MGMT_PORT_LIST", ("name",))}),
+    "MGMT_INTERFACE": ("sonic-mgmt_interface", {2: ("MGMT_INTERFACE_LIST",
+                                                    ("name", "ip_prefix"))}),
+    "MGMT_VRF_CONFIG": ("sonic-mgmt_vrf", "container"),
 }
 
 #: tables written to config_db.json that have no YANG model in SONiC's snapshot
@@ -89,10 +93,12 @@ _NUMBER = {
     "TC_TO_QUEUE_MAP": {"tc"},
     "TC_TO_PRIORITY_GROUP_MAP": {"tc"},
     "DSCP_TO_TC_MAP": {"tc"},
+    "MGMT_PORT": {"speed", "mtu"},
 }
 # leaves whose YANG type is ``boolean``
 _BOOL = {
     "WRED_PROFILE": {"wred_green_enable", "wred_yellow_enable", "wred_red_enable"},
+    "MGMT_VRF_CONFIG": {"mgmtVrfEnabled", "in_band_mgmt_enabled"},
 }
 
 
@@ -227,6 +233,15 @@ def validate_config_dbs(docs: Sequence[tuple[str, dict[str, Any]]],
     exe = shutil.which("yanglint")
     models = models or default_models_dir()
     assert exe is not None and models is not None
+    # the management network's tables need their modules (a models folder from before
+    # them lacks them: say so instead of yanglint's unknown-module error per document)
+    needs = {_TABLES[t][0] for _, db in docs for t in db if t.startswith("MGMT_")}
+    needs |= {"sonic-mgmt_port"} if needs else set()
+    missing = sorted(f"{m}.yang" for m in needs if not (models / f"{m}.yang").is_file())
+    if missing:
+        raise FileNotFoundError(f"{MODELS_ENV}={models}: no {', '.join(missing)} there (the "
+                                "management network's MGMT_* tables; sonic-buildimage "
+                                "src/sonic-yang-models/yang-models)")
     jobs = jobs or len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory(prefix="aifabric-yang-") as tmp:
         files: list[str] = []

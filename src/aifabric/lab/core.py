@@ -81,9 +81,13 @@ def lab_namespaces(prefix: str) -> list[str]:
 
 
 def _build(spec: Spec, scale: Scale, lab: Path) -> tuple[Fabric, BuildContext, Layout]:
+    from aifabric.lab.mgmt import mgmt_layout
+
     fabric = scale_fabric(spec, scale)
     ctx = BuildContext.of(fabric)
-    return fabric, ctx, layout(fabric, ctx, lab_prefix(lab))
+    lay = layout(fabric, ctx, lab_prefix(lab))
+    lay.mgmt = mgmt_layout(ctx, lay.ns, lay.prefix)
+    return fabric, ctx, lay
 
 
 def load_lab(lab: Path | None = None) -> Lab:
@@ -134,6 +138,10 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
     if stale:
         raise LabError(f"{len(stale)} namespaces named {prefix}* exist without a lab state "
                        f"in {lab}; remove them with `aifabric lab down --dir {lab}`")
+    if lay.mgmt is not None:  # the pool must be free on this machine
+        from aifabric.lab.mgmt import preflight_mgmt
+
+        preflight_mgmt(lay.mgmt)
     step = progress or (lambda _msg: None)
     if lab.exists() and not lab.is_dir():
         raise SpecError(Problem("--dir", f"{lab} is a file; allowed: a folder"))
@@ -164,6 +172,10 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
                          f"sysctl -q -w {' '.join(sc)} && ip -batch -",
                          "\n".join(ip_cmds)])
         _run_scripts(cmds)
+        if lay.mgmt is not None:
+            step(f"management network: bridge {lay.mgmt.bridge}, "
+                 f"{len(lay.mgmt.ports)} management ports")
+            _mgmt_up(lay)
         if queues is not None and queues.kind != "none":
             from aifabric.lab.queues import install_queues, switch_ports
 
@@ -175,6 +187,12 @@ def up(spec_file: Path, scale_text: str = "small", lab: Path | None = None,
         if ssh:
             step("starting sshd in every namespace, writing the lab's build")
             state["ssh_pids"] = _start_ssh(lab, fabric, ctx, lay, build_extra)
+        if lay.mgmt is not None:
+            from aifabric.lab.mgmt import start_exporters
+
+            step("starting a node exporter on every management address")
+            state["mgmt"] = {"bridge": lay.mgmt.bridge,
+                             "exporter_pids": start_exporters(lab, lay.mgmt)}
         state["phase"] = "up"
         state["pids"] = daemon_pids(lab)
         _write_state(lab, state)
@@ -226,6 +244,14 @@ def write_lab_build(lab: Path, fabric: Fabric, ctx: BuildContext, lay: Layout,
     return out
 
 
+def _mgmt_up(lay: Layout) -> None:
+    """The management bridge and veths (root namespace), then each device's address."""
+    m = lay.mgmt
+    run(["ip", "-batch", "-"], input="\n".join(m.root_batch()) + "\n", timeout=120)
+    _run_scripts([["ip", "netns", "exec", p.ns, "ip", "-batch", "-", "\n".join(m.ns_batch(p))]
+                  for p in m.ports])
+
+
 def _run_scripts(cmds: list[list[str]]) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -259,13 +285,18 @@ def teardown(lab: Path, prefix: str | None = None) -> dict[str, int]:
     left = stop_pids(lab, running)
     if left:
         raise LabError(f"could not stop FRR pids {left}")
+    from aifabric.lab.mgmt import remove_bridge, stop_exporters
+
     names = lab_namespaces(prefix)
+    stop_exporters(names)  # the management network's exporters (none without one)
     if names:
         run(["ip", "-batch", "-"], input="".join(f"netns del {n}\n" for n in names),
             check=False, timeout=120)
     rest = lab_namespaces(prefix)
     if rest:
         raise LabError(f"could not delete namespaces {', '.join(rest[:3])}")
+    remove_bridge(prefix)  # each veth of it went with its namespace
+    shutil.rmtree(lab / "mgmt", ignore_errors=True)
     # only what the lab wrote: the folder may hold other files of the user's
     shutil.rmtree(lab / "frr", ignore_errors=True)
     if ssh:

@@ -71,6 +71,8 @@ def layout_changes(old: Layout, new: Layout) -> list[str]:
             out.append(f"{dev}: interfaces or addresses differ (`{diff}`)")
     if set(old.static_tors) != set(new.static_tors):
         out.append("ToRs with static host routes differ")
+    if old.mgmt != new.mgmt:  # (MgmtLayout is a frozen dataclass: compared by value)
+        out.append("the management network differs (pool, interfaces or devices)")
     return out
 
 

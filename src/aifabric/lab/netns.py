@@ -45,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -116,6 +117,9 @@ class Layout:
     scripts: dict[str, tuple[dict[str, int], list[str]]]  # device -> (sysctls, ip batch)
     static_tors: list[str] = field(default_factory=list)  # ToRs whose frr.conf has `ip route`
     frr_conf: dict[str, str] = field(default_factory=dict)
+    #: the management network (:class:`aifabric.lab.mgmt.MgmtLayout`; None: the spec has
+    #: no ``management:``)
+    mgmt: Any = None
 
     @property
     def namespaces(self) -> list[str]:

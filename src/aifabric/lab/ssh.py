@@ -6,10 +6,12 @@ what ``ansible/inventory.yml`` calls ``ansible_host``), with a key pair generate
 lab (``<lab>/ssh/id_ed25519``, accepted as root; no passwords) and one host key whose
 ``known_hosts`` line names every device's address, so host keys are checked.
 
-How the root namespace reaches them: the lab has no management network and no interface
-of the lab lives in the root namespace (:mod:`aifabric.lab.netns`), so an address of the
-lab is not routable from it. Instead of adding a management bridge (which would put the
-lab's addresses in the root namespace and break that rule), the SSH *client* is started
+How the root namespace reaches them: without a ``management:`` section the lab has no
+management network and no interface of the lab lives in the root namespace
+(:mod:`aifabric.lab.netns`), so an address of the lab is not routable from it. (With one,
+:mod:`aifabric.lab.mgmt` bridges the management addresses into the root namespace for
+Prometheus, and the sshds listen there; the wrapper below is used either way.) The SSH
+*client* is started
 inside the device's namespace by a wrapper (``<lab>/ssh/<device>/ssh``: ``nsenter
 --net=/run/netns/<ns> ssh "$@"``) that the lab's inventory gives Ansible as
 ``ansible_ssh_executable``. The connection is real SSH over TCP to the device's own

@@ -17,6 +17,7 @@ from scipy.sparse.csgraph import dijkstra, maximum_flow
 from aifabric.topology.domain import Domain, resolve_domain
 from aifabric.topology.fabric import Fabric, LinkKind, Medium, NodeKind
 from aifabric.topology.frontend import plan_frontend
+from aifabric.topology.management import plan_management
 
 __all__ = ["PAIR_KINDS", "bisection_gbps", "pair_hops", "plan_fabric", "port_usage",
            "scaleup_plan"]
@@ -236,6 +237,9 @@ def plan_fabric(f: Fabric, *, bisection: bool = True) -> dict[str, Any]:
     fe = plan_frontend(spec, out["hosts"])
     if fe is not None:  # the frontend/storage network, only when the spec has one
         out["frontend"] = fe.as_dict()
+    mg = plan_management(f)
+    if mg is not None:  # the out-of-band management network, only when the spec has one
+        out["management"] = mg.as_dict()
     if bisection:
         bis = bisection_gbps(f)
         out["bisection_gbps"] = bis

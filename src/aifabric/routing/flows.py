@@ -24,6 +24,7 @@ import numpy as np
 from aifabric.errors import Problem, SpecError
 from aifabric.routing.hashing import _splitmix
 from aifabric.routing.hostside import host_side
+from aifabric.topology.domain import host_domains
 from aifabric.topology.fabric import Fabric, NodeKind
 
 __all__ = ["ROCE_DPORT", "FlowSet", "bond_hash", "group_rank", "make_flows"]
@@ -177,6 +178,9 @@ def make_flows(fabric: Fabric, src_gpu: np.ndarray, dst_gpu: np.ndarray,
     s, d = src[conn], dst[conn]
     sh, dh = nodes.host[s].astype(np.int64), nodes.host[d].astype(np.int64)
     local = sh == dh
+    dom = host_domains(f)
+    if dom is not None:  # a domain over several hosts: its GPUs meet on its NVLink
+        local |= (dom[sh] == dom[dh]) & (dom[sh] >= 0)
     rail_d = nodes.rail[d].astype(np.int64)
     rail_s = rail_d if hs.pxn else nodes.rail[s].astype(np.int64)
     src_ip = np.where(local, 0, nodes.ip[hs.nic_port[sh, rail_s, 0]]).astype(np.uint32)

@@ -31,13 +31,15 @@ the engine fails and OpenSM's default (minhop) routes it, keeping every existing
 that is still a live least-hop port: :func:`aifabric.routing.infiniband.lfts` does the
 same.
 
-The walk is a recursion over switches per destination (as OpenSM's); it is plain
-Python: about a second per 10^5 table entries (``benchmarks/bench_infiniband.py``).
+The walk is a recursion over switches per destination (as OpenSM's), compiled with
+numba on an explicit stack (:mod:`._ftree_kernel`); the ranks, groups and indexing
+before it are Python over the switches' ports (``benchmarks/bench_infiniband.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -100,11 +102,13 @@ def ftree_tables(peer: np.ndarray, peer_port: np.ndarray, nports: np.ndarray,
                  sw_guid: np.ndarray, sw_lid: np.ndarray, ca_sw: np.ndarray,
                  ca_swport: np.ndarray, ca_lid: np.ndarray, ca_hca: np.ndarray,
                  hca_guid: np.ndarray, ca_portnum: np.ndarray, lmc: int,
-                 width: int, route: bool = True) -> FtreeResult:
+                 width: int, route: bool = True, router: Any = None) -> FtreeResult:
     """OpenSM's ftree tables of one subnet: ``peer``/``peer_port`` of its ``m`` switches
     (local indices; ``peer >= m`` is HCA port ``peer - m``), the HCA ports ``ca_*`` (those
     with ``ca_sw >= 0`` are cabled to this subnet), LIDs, and the table width;
-    ``route=False``: OpenSM's checks only (``lft`` empty when they pass)."""
+    ``route=False``: OpenSM's checks only (``lft`` empty when they pass). ``router``:
+    another implementation of the routing walk, same arguments as :func:`_route` (the
+    tests pass the plain-Python one the compiled walk replaced)."""
     m = len(nports)
     if lmc > 0:
         return FtreeResult(None, "LMC > 0 is not supported by fat-tree routing")
@@ -243,33 +247,9 @@ def ftree_tables(peer: np.ndarray, peer_port: np.ndarray, nports: np.ndarray,
     if not route:
         return FtreeResult(np.zeros((0, 0), dtype=np.uint8), "", np.asarray(rank), leaves)
 
-    # ---- routing
-    lft = np.full((m, width), NO_PATH, dtype=np.uint8)
-    hops = np.full((m, width), NO_PATH, dtype=np.int64)
-    r = _Router(sws, lft, hops)
-    for s in leaves:
-        sw = sws[s]
-        routed = 0
-        for g in sw.down:
-            if g.to_switch:
-                continue
-            lid = g.remote_lid
-            lft[s, lid] = g.ports[0].num
-            hops[s, lid] = 1
-            r.down_by_up(s, -1, lid, True, 1)
-            routed += 1
-        for _ in range(max_cn - routed):  # dummy targets: LID 0, counted, then cleared
-            hops[s, 0] = 1
-            r.down_by_up(s, -1, 0, True, 1)
-            hops[:, 0] = NO_PATH
-            lft[:, 0] = NO_PATH
-    for s in sw_order:
-        if rank[s] < 0:
-            continue
-        lid = sws[s].lid
-        lft[s, lid] = 0
-        hops[s, lid] = 0
-        r.down_by_up(s, -1, lid, False, 0)
+    # ---- routing (compiled: routing/_ftree_kernel.py)
+    lft = (router or _route)(sws, m, width, leaves, max_cn,
+                             [s for s in sw_order if rank[s] >= 0])
     return FtreeResult(lft, "", np.asarray(rank), leaves)
 
 
@@ -315,116 +295,41 @@ def _validate(sws: list[_Sw], sw_order: list[int], leaf_rank: int) -> str:
     return ""
 
 
-class _Router:
-    """OpenSM's two recursions, on shared counters and per-switch hop tables."""
+def _route(sws: list[_Sw], m: int, width: int, leaves: list[int], max_cn: int,
+           own: list[int]) -> np.ndarray:
+    """The groups and ports as flat arrays (module doc of :mod:`._ftree_kernel`), then
+    OpenSM's routing walk, compiled."""
+    from aifabric.routing._ftree_kernel import route_ftree
 
-    def __init__(self, sws: list[_Sw], lft: np.ndarray, hops: np.ndarray) -> None:
-        self.sws, self.lft, self.hops = sws, lft, hops
-
-    def _index_cmp(self, a: _Group, b: _Group) -> int:
-        ta, tb = self.sws[a.remote].tuple, self.sws[b.remote].tuple
-        return (ta > tb) - (ta < tb)
-
-    def _cmp_up(self, a: _Group, b: _Group) -> int:
-        d = a.counter_up - b.counter_up
-        if d:
-            return 1 if d > 0 else -1
-        return self._index_cmp(a, b)
-
-    def _cmp_down(self, a: _Group, b: _Group) -> int:
-        d = a.counter_down - b.counter_down
-        if d:
-            return 1 if d > 0 else -1
-        if self.sws[a.remote].min_counter_down > self.sws[b.remote].min_counter_down:
-            return 1
-        return self._index_cmp(a, b)
-
-    @staticmethod
-    def _bubble(arr: list[_Group], cmp) -> None:
-        swapped, i = True, 0
-        while swapped:
-            swapped = False
-            for j in range(1, len(arr) - i):
-                if cmp(arr[j], arr[j - 1]) < 0:
-                    arr[j - 1], arr[j] = arr[j], arr[j - 1]
-                    swapped = True
-            i += 1
-
-    def up_by_down(self, s: int, prev: int, lid: int, cur: int) -> bool:
-        """fabric_route_upgoing_by_going_down: from ``s`` down every down group."""
-        sw = self.sws[s]
-        if not sw.down:
-            return False
-        if sw.counter_up_changed:
-            self._bubble(sw.down, self._cmp_up)
-            sw.counter_up_changed = False
-        created = False
-        prev_lid = self.sws[prev].lid if prev >= 0 else -1
+    order = {t: i for i, t in enumerate(sorted({sw.tuple for sw in sws}))}
+    groups: list[_Group] = []
+    d_ptr = np.zeros(m + 1, dtype=np.int64)
+    u_ptr = np.zeros(m + 1, dtype=np.int64)
+    d_list: list[int] = []
+    u_list: list[int] = []
+    for s, sw in enumerate(sws):
         for g in sw.down:
-            if not g.to_switch:
-                created = True
-                continue
-            if prev >= 0 and g.remote_lid == prev_lid:
-                continue
-            if not g.ports:
-                continue
-            pmin = g.ports[0]
-            for p in g.ports[1:]:
-                if p.counter_up < pmin.counter_up:
-                    pmin = p
-            far = g.remote
-            least = self.hops[far, lid]
-            if least != NO_PATH and cur + 1 >= least:
-                continue
-            self.lft[far, lid] = pmin.remote_num
-            self.hops[far, lid] = cur + 1
-            routed = self.up_by_down(far, -1, lid, cur + 1)
-            created |= routed
-            if routed:
-                pmin.counter_up += 1
-                g.counter_up += 1
-                sw.counter_up_changed = True
-        if created:
-            sw.down_idx = (sw.down_idx + 1) % len(sw.down)
-        return created
-
-    def down_by_up(self, s: int, prev: int, lid: int, main: bool, cur: int) -> bool:
-        """fabric_route_downgoing_by_going_up (no reverse hops: no I/O nodes)."""
-        created = self.up_by_down(s, prev, lid, cur)
-        sw = self.sws[s]
-        if sw.rank == 0:
-            return created
-        self._bubble(sw.up, self._cmp_down)
-        lft, hops = self.lft, self.hops
-        if main:
-            gmin = sw.up[0]
-            pmin = gmin.ports[0]
-            for p in gmin.ports[1:]:
-                if p.counter_down < pmin.counter_down:
-                    pmin = p
-            far = gmin.remote
-            gmin.counter_down += 1
-            pmin.counter_down += 1
-            fsw = self.sws[far]
-            if gmin.counter_down == fsw.min_counter_down + 1:
-                fsw.min_counter_down = min((g.counter_down for g in fsw.down),
-                                           default=1 << 30)
-            if lft[far, lid] == NO_PATH or cur + 1 < hops[far, lid]:
-                lft[far, lid] = pmin.remote_num
-                hops[far, lid] = cur + 1
-            created |= self.down_by_up(far, s, lid, main, cur + 1)
-        for i in range(1 if main else 0, len(sw.up)):
-            g = sw.up[i]
-            far = g.remote
-            if lft[far, lid] != NO_PATH and cur + 1 >= hops[far, lid]:
-                continue
-            if not g.ports:
-                continue
-            pmin = g.ports[0]
-            for p in g.ports[1:]:
-                if p.counter_down < pmin.counter_down:
-                    pmin = p
-            lft[far, lid] = pmin.remote_num
-            hops[far, lid] = cur + 1
-            created |= self.down_by_up(far, s, lid, False, cur + 1)
-        return created
+            d_list.append(len(groups))
+            groups.append(g)
+        d_ptr[s + 1] = len(d_list)
+        for g in sw.up:
+            u_list.append(len(groups))
+            groups.append(g)
+        u_ptr[s + 1] = len(u_list)
+    G = len(groups)
+    g_remote = np.array([g.remote if g.to_switch else -1 for g in groups], np.int64)
+    g_rlid = np.array([g.remote_lid for g in groups], np.int64)
+    # the index comparison: the far switch's tuple (an HCA group is never compared)
+    g_key = np.array([order[sws[g.remote].tuple] if -m <= g.remote < m else -1
+                      for g in groups], np.int64)
+    g_pptr = np.zeros(G + 1, dtype=np.int64)
+    g_pptr[1:] = np.cumsum([len(g.ports) for g in groups])
+    p_num = np.array([p.num for g in groups for p in g.ports], np.int64)
+    p_rnum = np.array([p.remote_num for g in groups for p in g.ports], np.int64)
+    lft = np.full((m, width), NO_PATH, dtype=np.uint8)
+    route_ftree(np.asarray(leaves, np.int64), max_cn, np.asarray(own, np.int64),
+                g_remote, g_rlid, g_key, g_pptr, p_num, p_rnum, d_ptr,
+                np.asarray(d_list, np.int64), u_ptr, np.asarray(u_list, np.int64),
+                np.array([sw.rank for sw in sws], np.int64),
+                np.array([sw.lid for sw in sws], np.int64), lft)
+    return lft

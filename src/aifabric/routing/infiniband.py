@@ -509,23 +509,105 @@ def partition_of_host(fab: Fabric) -> dict[str, int]:
     return out
 
 
-def check_partitions(fab: Fabric) -> None:
-    """Every partition's hosts exist and are in one partition only (NCCL uses one
-    P_Key per process: a host in two would need two)."""
-    hosts = {str(fab.nodes.name[n]) for n in fab.host_node}
-    where: dict[str, int] = {}
+def _pkey_order(pkey: int) -> int:
+    """OpenSM keeps its partitions in a map keyed by the P_Key in network byte order and
+    hands each port its P_Keys in that map's order: the P_Key with its bytes swapped."""
+    return ((pkey & 0xFF) << 8) | (pkey >> 8)
+
+
+def partition_members(fab: Fabric) -> list[dict[int, tuple[str, int]]]:
+    """Per partition of ``infiniband.partitions``: the NIC port nodes that are its full
+    members, each with where it came from (``("hosts" | "gpus", j)``). Unknown names
+    raise (``infiniband.partitions.<i>.hosts.<j>`` / ``.gpus.<j>``)."""
+    nics = fab.ids(NodeKind.NIC)
+    by_host: dict[str, list[int]] = {}
+    host_names = fab.nodes.name[fab.host_node]
+    for n in nics.tolist():
+        h = int(fab.nodes.host[n])
+        if h >= 0:
+            by_host.setdefault(str(host_names[h]), []).append(n)
+    links = fab.links
+    pcie = np.flatnonzero(links.kind == LinkKind.PCIE)
+    gpu_nics: dict[str, list[int]] = {}
+    for a, b in zip(links.a[pcie].tolist(), links.b[pcie].tolist(), strict=True):
+        gpu_nics.setdefault(str(fab.nodes.name[a]), []).append(int(b))
+    out: list[dict[int, tuple[str, int]]] = []
     for i, part in enumerate(fab.spec.infiniband.partitions):
-        for j, h in enumerate(part.hosts):
-            if h not in hosts:
-                near = sorted(hosts)[:3]
-                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"unknown "
-                                        f"host {h!r}; allowed: a host of the fabric "
-                                        f"({', '.join(near)}, ...)"))
-            if h in where:
-                raise SpecError(Problem(f"infiniband.partitions.{i}.hosts.{j}", f"host "
-                                        f"{h!r} is already in partitions.{where[h]}; "
-                                        "allowed: one partition per host"))
-            where[h] = i
+        mine: dict[int, tuple[str, int]] = {}
+        for kind, names, table in (("hosts", part.hosts, by_host),
+                                   ("gpus", part.gpus, gpu_nics)):
+            for j, name in enumerate(names):
+                if name not in table:
+                    near = ", ".join(sorted(table)[:3])
+                    what = "host" if kind == "hosts" else "GPU"
+                    raise SpecError(Problem(f"infiniband.partitions.{i}.{kind}.{j}",
+                                            f"unknown {what} {name!r}; allowed: a {what} "
+                                            f"of the fabric ({near}, ...)"))
+                for n in table[name]:
+                    mine.setdefault(n, (kind, j))
+        out.append(mine)
+    return out
+
+
+def pkey_tables(fab: Fabric) -> dict[int, list[int]]:
+    """The P_Key table OpenSM gives every NIC port node in a partition (the others hold
+    the default alone): the default P_Key at index 0, then the port's partitions in
+    OpenSM's order (:func:`_pkey_order`), as ``pkey_mgr_update_port`` appends the new
+    P_Keys of a fresh sweep."""
+    parts = fab.spec.infiniband.partitions
+    members = partition_members(fab)
+    of: dict[int, list[int]] = {}
+    for i, mine in enumerate(members):
+        for n in mine:
+            of.setdefault(n, []).append(i)
+    return {n: [0x7FFF, *sorted((parts[i].pkey for i in idx), key=_pkey_order)]
+            for n, idx in of.items()}
+
+
+def check_partitions(fab: Fabric) -> None:
+    """Every partition's hosts and GPUs exist; a port is a full member of at most one
+    partition that is not ``shared`` (NCCL uses one P_Key per process); every port's
+    P_Keys (the default and its partitions) fit its table (``pkey_table_size``); the
+    ports one host uses for a partition hold its P_Key at one index (``NCCL_IB_PKEY``
+    is one index for all of a process's HCAs)."""
+    ib = fab.spec.infiniband
+    parts = ib.partitions
+    members = partition_members(fab)
+    held: dict[int, list[int]] = {}
+    for i, mine in enumerate(members):
+        for n, (kind, j) in mine.items():
+            for k in held.get(n, []):
+                if not parts[k].shared and not parts[i].shared:
+                    what = "host" if kind == "hosts" else "GPU"
+                    name = getattr(parts[i], kind)[j]
+                    raise SpecError(Problem(
+                        f"infiniband.partitions.{i}.{kind}.{j}", f"{what} {name!r}: its "
+                        f"HCA port {fab.nodes.name[n]} is already in partitions.{k}; "
+                        "allowed: one partition per host (or port), unless one of the "
+                        "two is shared: true"))
+            held.setdefault(n, []).append(i)
+            if 1 + len(held[n]) > ib.pkey_table_size:
+                name = getattr(parts[i], kind)[j]
+                raise SpecError(Problem(
+                    f"infiniband.partitions.{i}.{kind}.{j}", f"{name!r}: HCA port "
+                    f"{fab.nodes.name[n]} would hold {1 + len(held[n])} P_Keys (the "
+                    f"default and {len(held[n])} partitions); allowed: at most "
+                    f"infiniband.pkey_table_size ({ib.pkey_table_size})"))
+    tables = pkey_tables(fab)
+    for i, mine in enumerate(members):
+        seen: dict[int, tuple[int, int]] = {}
+        for n in mine:
+            idx = tables[n].index(parts[i].pkey)
+            h = int(fab.nodes.host[n])
+            if h in seen and seen[h][0] != idx:
+                raise SpecError(Problem(
+                    f"infiniband.partitions.{i}", f"host "
+                    f"{fab.nodes.name[fab.host_node[h]]}'s ports "
+                    f"{fab.nodes.name[seen[h][1]]} and {fab.nodes.name[n]} hold "
+                    f"{parts[i].name}'s P_Key at indexes {seen[h][0]} and {idx}, and "
+                    "NCCL_IB_PKEY is one index; allowed: the same other partitions on "
+                    "every port a host uses for this one"))
+            seen.setdefault(h, (idx, n))
 
 
 def not_fat_tree(fab: Fabric) -> str:

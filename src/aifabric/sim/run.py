@@ -6,7 +6,7 @@ This is the pure core behind ``aifabric simulate``: no printing, no files.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,9 +133,12 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     pinned: dict[tuple[int, int], PinnedPath] = {}
     chakra: dict[str, Any] | None = None
     sharp: dict[int, np.ndarray] = {}
+    held = _SharpHeld()
     try:
-        _add_jobs(b, scn, pool, taken, seed, problems, job_gpus, iters)
-        _add_collectives(b, scn, pool, taken, seed, problems, coll_gpus, f=f, sharp=sharp)
+        _add_jobs(b, scn, pool, taken, seed, problems, job_gpus, iters, f=f, sharp=sharp,
+                  held=held)
+        _add_collectives(b, scn, pool, taken, seed, problems, coll_gpus, f=f, sharp=sharp,
+                         held=held)
         if scn.workload is not None and not problems:
             chakra = _add_chakra(b, scn, pool, taken, seed, problems, job_gpus, iters)
     finally:
@@ -150,28 +153,32 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
         raise SpecError(Problem("jobs", "a scenario needs at least one job, collective or "
                                 "traffic pattern"))
     return Workload(b.build(), job_gpus, iters, coll_gpus, pinned,
-                    notes=_chakra_notes(chakra) + _domain_notes(f), chakra=chakra,
+                    notes=held.notes + _chakra_notes(chakra),
+                    chakra=chakra,
                     sharp=sharp)
 
 
-def _domain_notes(f: Fabric) -> list[str]:
-    """A scale-up domain over several hosts: this simulator keeps NVLink inside a host, so
-    say so (the two dimensions are `aifabric nccl`'s)."""
-    d = f.spec.scaleup_domain
-    if d is None or d.gpus <= f.spec.hosts.gpus_per_host:
-        return []
-    return [f"the scale-up domain spans {d.gpus // f.spec.hosts.gpus_per_host} hosts "
-            f"({d.gpus} GPUs); this simulation carries NVLink inside a host only and "
-            "routes GPUs of other hosts over the scale-out fabric: `aifabric nccl` "
-            "simulates the domain (docs/scaleup.md)"]
+@dataclass
+class _SharpHeld:
+    """SHARP resources the jobs' DP AllReduces hold, in scenario order: trees and
+    operations per switch (fabric node id), trees laid so far (the next set starts on
+    the next root), and what the results should say (a job beyond the limits)."""
+
+    trees: dict[int, int] = field(default_factory=dict)
+    ops: dict[int, int] = field(default_factory=dict)
+    laid: int = 0
+    notes: list[str] = field(default_factory=list)
 
 
 def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray, seed: int,
-              problems: list[Problem], job_gpus: list[np.ndarray], iters: list[int]) -> None:
+              problems: list[Problem], job_gpus: list[np.ndarray], iters: list[int], *,
+              f: Fabric | None = None, sharp: dict[int, np.ndarray] | None = None,
+              held: _SharpHeld | None = None) -> None:
     """Place the scenario's jobs (``jobs[i]`` with seed ``seed + i``) and add each to ``b``
     as one job; their GPUs (fabric node ids) go into ``job_gpus``, their iteration counts
     into ``iters``. A job with a problem (appended to ``problems``) adds nothing, and no
-    job is added after the first problem."""
+    job is added after the first problem. ``dp_algorithm: sharp`` lays the job's DP
+    groups on the fabric ``f``'s aggregation trees (:func:`_job_sharp`)."""
     for i, js in enumerate(scn.jobs):
         where = f"jobs[{i}]"
         par = js.parallel
@@ -186,12 +193,106 @@ def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray,
                 problems.append(Problem(f"{where}.dp_algorithm", "hierarchical needs the "
                                         "DP group of every TP rank on whole hosts"))
                 continue
+        model = _job_model(js, name)
+        dp_sharp = None
+        if js.dp_algorithm == "sharp":
+            assert held is not None and sharp is not None
+            dp_sharp = _job_sharp(scn, f, pool, pos, js, name, where, problems, sharp, held)
+            if problems:
+                continue
+            if dp_sharp is None:  # beyond the switches' limits: NCCL's ring
+                model = replace(model, dp_algorithm="ring")
         b.job = len(b.jobs)
         b.jobs.append(name)
-        add_job(b, _job_model(js, name), pool.node[pos], pool.host[pos], pool.local[pos])
+        add_job(b, model, pool.node[pos], pool.host[pos], pool.local[pos],
+                dp_sharp=dp_sharp)
         job_gpus.append(pool.node[pos])
         iters.append(js.iterations)
     b.job = -1
+
+
+def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarray,
+               js: JobSpec, name: str, where: str, problems: list[Problem],
+               sharp: dict[int, np.ndarray], held: _SharpHeld) -> Any:
+    """The job's DP AllReduce with SHARP: one reduction tree per rail of each DP group
+    (a group per pipeline stage and TP rank), counted against every switch's limits on
+    top of what the jobs before it hold. Returns what ``add_job`` calls per gradient
+    bucket; None (and a note) when a switch has no room left, so the job runs NCCL's
+    ring, as NCCL does when the aggregation manager gives it no resources. Refused
+    (``problems``): a RoCE fabric, another simulator than flow, a tree through a switch
+    whose model does not aggregate."""
+    from aifabric.sim.sharp import sharp_over, sharp_tree, sharp_usage
+
+    if getattr(scn.spec, "transport", "roce") != "infiniband":
+        problems.append(Problem(f"{where}.dp_algorithm", "sharp reduces in InfiniBand "
+                                "switches; allowed on this RoCE fabric: ring, tree, "
+                                "halving_doubling, hierarchical (or transport: infiniband)"))
+        return None
+    if scn.sim != "flow":
+        problems.append(Problem(f"{where}.dp_algorithm", f"sharp runs on the flow "
+                                f"simulator, not sim: {scn.sim}; allowed: sim: flow"))
+        return None
+    assert f is not None
+    par = js.parallel
+    pp, dp, tp = par.pp, par.dp, par.tp
+    g = pool.node[pos].reshape(pp, dp, tp)
+    h = pool.host[pos].reshape(pp, dp, tp)
+    if dp < 2:  # no DP AllReduce to reduce
+        return None
+    groups: list[list[Any]] = []
+    laid = held.laid
+    try:
+        for p in range(pp):
+            for t in range(tp):
+                groups.append(sharp_tree(f, g[p, :, t], first_root=laid))
+                laid += len(groups[-1])
+    except SpecError as err:
+        problems.extend(Problem(f"{where}.{q.path}" if q.path == "gpus" else q.path,
+                                q.message) for q in err.problems)
+        return None
+    trees_on, ops_on, bad = sharp_usage(f, groups)
+    if bad is not None:
+        model = f.models[int(f.nodes.model[bad])][0]
+        problems.append(Problem(f"switch_models.{model}.sharp", f"false: switch "
+                                f"{f.nodes.name[bad]} on a SHARP tree of {where} ({name}) "
+                                "does not aggregate; allowed: true (an aggregation-capable "
+                                "switch model, e.g. NVIDIA Quantum-2), or another "
+                                "dp_algorithm"))
+        return None
+    why = sharp_over(f, (held.trees, held.ops), (trees_on, ops_on))
+    if why:
+        held.notes.append(f"{where} ({name}): SHARP beyond the switches' limits ({why}); "
+                          "its DP AllReduce runs NCCL's ring instead")
+        return None
+    for x, n in trees_on.items():
+        held.trees[x] = held.trees.get(x, 0) + n
+    for x, n in ops_on.items():
+        held.ops[x] = held.ops.get(x, 0) + n
+    held.laid = laid
+    # per pipeline stage: every TP rank's group, transfers per byte of the bucket
+    per_stage = []
+    for p in range(pp):
+        parts = [_sharp_transfers(f, groups[p * tp + t], g[p, :, t], h[p, :, t], 1.0)
+                 for t in range(tp)]
+        arc_part = [np.concatenate([x[0][k] for x in parts]) for k in range(4)]
+        ring_part = [np.concatenate([x[1][k] for x in parts]) for k in range(3)]
+        per_stage.append((np.concatenate([arc_part[0], ring_part[0]]),
+                          np.concatenate([arc_part[1], ring_part[1]]),
+                          np.concatenate([arc_part[2], ring_part[2]]), arc_part[3]))
+
+    def dp_sharp(b: DAGBuilder, p: int, bucket: float, deps: Any, label: str) -> int:
+        src, dst, unit, arcs = per_stage[p]
+        b.coll = len(b.collectives)
+        stage = b.transfers(src, dst, unit * bucket, deps=deps, label=f"{label} (sharp)")
+        sharp[stage] = arcs
+        b.add_collective(Collective(name=label, op="allreduce", algorithm="sharp",
+                                    n_gpus=dp, size_bytes=int(bucket), channels=1,
+                                    job=b.job, stages=(stage,),
+                                    busbw_factor=2 * (dp - 1) / dp))
+        b.coll = -1
+        return stage
+
+    return dp_sharp
 
 
 def _check_parallel(js: JobSpec, where: str, problems: list[Problem]) -> None:
@@ -232,14 +333,15 @@ def _job_model(js: JobSpec, name: str) -> JobModel:
 
 def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray,
                      seed: int, problems: list[Problem], coll_gpus: list[np.ndarray], *,
-                     f: Fabric | None = None, sharp: dict[int, np.ndarray] | None = None
-                     ) -> None:
+                     f: Fabric | None = None, sharp: dict[int, np.ndarray] | None = None,
+                     held: _SharpHeld | None = None) -> None:
     """Place the scenario's collectives (``collectives[i]`` with seed ``seed + 1000 + i``)
     and add each, ``repeat`` times in a row after its start delay (``start_ms``), to
     ``b``; their GPUs (fabric node ids) go into ``coll_gpus``. Nothing is added once a
     problem (appended to ``problems``) was found. ``algorithm: sharp`` (an AllReduce
     reduced in the switches) is laid on the fabric ``f``'s aggregation trees; its stages
-    and their arcs go into ``sharp``."""
+    and their arcs go into ``sharp``; they count on top of what the jobs' SHARP DP
+    AllReduces ``held``."""
     sharp_ops: list[tuple[int, Any, np.ndarray]] = []
     for i, cs in enumerate(scn.collectives):
         where = f"collectives[{i}]"
@@ -287,7 +389,9 @@ def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.n
 
         assert f is not None and sharp is not None
         problems += sharp_limits(f, [t for _, t, _ in sharp_ops],
-                                 [f"collectives[{i}]" for i, _, _ in sharp_ops])
+                                 [f"collectives[{i}]" for i, _, _ in sharp_ops],
+                                 used=(held.trees, held.ops) if held and held.trees
+                                 else None)
         for i, trees, gpus in sharp_ops:
             if not problems:
                 _add_sharp(b, scn.collectives[i], i, f, trees, gpus, sharp,
@@ -340,21 +444,12 @@ def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
     on its arc), then per host ring neighbour pair the ReduceScatter's and AllGather's
     ``2(g-1)/g x S`` (routed as any GPU pair). The fluid limit of the pipeline: the
     stage ends when the busiest of them drains."""
-    from aifabric.sim.sharp import sharp_flow_arcs
-
-    arcs, _ = sharp_flow_arcs(f, trees)
-    n, k = len(arcs), len(gpus)
-    hosts, per = np.unique(host, return_counts=True)
-    g = int(per[0]) if (per == per[0]).all() else 1
-    size = float(cs.size_bytes)
-    src = np.resize(gpus, n)
-    dst = np.resize(np.roll(gpus, 1), n)  # placeholders: the arc is the path
-    sizes = np.full(n, size / g)
-    if g > 1:
-        ring = gpus[np.argsort(host, kind="stable")].reshape(len(hosts), g)
-        src = np.concatenate([src, ring.ravel()])
-        dst = np.concatenate([dst, np.roll(ring, -1, axis=1).ravel()])
-        sizes = np.concatenate([sizes, np.full(ring.size, 2 * (g - 1) / g * size)])
+    (src, dst, sizes, arcs), ring = _sharp_transfers(f, trees, gpus, host,
+                                                     float(cs.size_bytes))
+    k = len(gpus)
+    src = np.concatenate([src, ring[0]])
+    dst = np.concatenate([dst, ring[1]])
+    sizes = np.concatenate([sizes, ring[2]])
     where = f"collectives[{i}]"
     deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
     for r in range(cs.repeat):
@@ -367,6 +462,32 @@ def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
                                     job=-1, stages=(deps,),
                                     busbw_factor=2 * (k - 1) / k))
     b.coll = -1
+
+
+def _sharp_transfers(f: Fabric, trees: Any, gpus: np.ndarray, host: np.ndarray,
+                     size: float) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The transfers of one SHARP AllReduce of ``size`` bytes over ``gpus`` (on their
+    ``host``) on ``trees`` (:func:`_add_sharp`): (src, dst, size, arc) of the ones that
+    each are an arc carrying the slice once, and (src, dst, size) of the NVLink ring
+    pairs of the ReduceScatter and AllGather inside each host (empty with one GPU per
+    host)."""
+    from aifabric.sim.sharp import sharp_flow_arcs
+
+    arcs, _ = sharp_flow_arcs(f, trees)
+    n = len(arcs)
+    hosts, per = np.unique(host, return_counts=True)
+    g = int(per[0]) if (per == per[0]).all() else 1
+    src = np.resize(gpus, n)
+    dst = np.resize(np.roll(gpus, 1), n)  # placeholders: the arc is the path
+    sizes = np.full(n, size / g)
+    if g > 1:
+        ring = gpus[np.argsort(host, kind="stable")].reshape(len(hosts), g)
+        rs = (ring.ravel(), np.roll(ring, -1, axis=1).ravel(),
+              np.full(ring.size, 2 * (g - 1) / g * size))
+    else:
+        e = np.zeros(0, np.int64)
+        rs = (e, e, np.zeros(0))
+    return (src, dst, sizes, arcs), rs
 
 
 def _sharp_paths(f: Fabric, dag: TransferDAG, paths: Any, xconn: np.ndarray,

@@ -136,7 +136,11 @@ class JobSpec(_Placed):
     model: ModelSpec = ModelSpec()
     micro_batches: int = Field(default=1, ge=1, le=100_000)
     compute: Compute = Compute()
-    dp_algorithm: Literal["ring", "tree", "halving_doubling", "hierarchical"] = "ring"
+    dp_algorithm: Literal["ring", "tree", "halving_doubling", "hierarchical",
+                          "sharp"] = Field(
+        default="ring", description="the DP gradient AllReduce; sharp: reduced in the "
+        "InfiniBand switches (flow simulator; ring where the switches' SHARP limits are "
+        "full)")
     channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
     buckets: int = Field(default=4, ge=1, le=10_000)
     iterations: int = Field(default=1, ge=1, le=10_000)

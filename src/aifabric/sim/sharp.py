@@ -20,8 +20,10 @@ of the real flow engine (:func:`aifabric.sim.flow.engine.run_flow`, max-min fair
 idle fabric or not), and the AllReduce ends when the last has drained plus the latency of
 its link. Closed form on an idle fabric: ``S / B_min`` + one link latency, ``B_min`` the
 slowest link of the tree (the NIC port on a full-bisection fabric); the ring's bandwidth
-term is ``2(n-1)/n x S / B``. Switch reduction latency, the limits on trees and
-concurrent operations per switch, and packet-level behaviour are not modelled.
+term is ``2(n-1)/n x S / B``. The limits on trees and concurrent operations per switch
+are counted by :func:`sharp_limits` (a scenario's collectives: refused beyond them) and
+:func:`sharp_usage` / :func:`sharp_over` (a job's DP AllReduce: ring beyond them);
+switch reduction latency and packet-level behaviour are not modelled here.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ import scipy.sparse as sp
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind
 
-__all__ = ["SharpTree", "sharp_allreduce", "sharp_flow_arcs", "sharp_limits", "sharp_tree"]
+__all__ = ["SharpTree", "sharp_allreduce", "sharp_flow_arcs", "sharp_limits", "sharp_over",
+           "sharp_tree", "sharp_usage"]
 
 
 @dataclass(eq=False)
@@ -56,9 +59,10 @@ def _arc_from(fab: Fabric, link: int, node: int) -> int:
     return 2 * link if int(fab.links.a[link]) == node else 2 * link + 1
 
 
-def sharp_tree(fab: Fabric, gpus: np.ndarray) -> list[SharpTree]:
+def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[SharpTree]:
     """The SHARP reduction trees of the GPUs ``gpus`` (fabric GPU node ids): one per rail
-    plane (module doc)."""
+    plane (module doc). ``first_root``: the trees already laid (by other jobs or groups),
+    so that this set starts on the next top-tier switch and the next parallel cable."""
     from aifabric.routing.infiniband import fabric_lfts
 
     if getattr(fab.spec, "transport", "roce") != "infiniband":
@@ -101,7 +105,7 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray) -> list[SharpTree]:
         root = -1
         # one tree per rail, on different roots where there are several (as an
         # aggregation manager spreads trees over the top switches)
-        for c in np.roll(cands, -len(out)):
+        for c in np.roll(cands, -(len(out) + first_root)):
             lid = int(t.sw_lid[c])
             if all(_walk(t, sn, int(s), lid, int(c)) is not None for s in leaves):
                 root = int(c)
@@ -117,7 +121,7 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray) -> list[SharpTree]:
             for sw, port in hops:
                 # parallel cables to the same next switch: tree k takes the k-th
                 same = np.flatnonzero(sn.peer[sw] == sn.peer[sw, port])
-                port = int(same[len(out) % len(same)])
+                port = int(same[(len(out) + first_root) % len(same)])
                 up.add(_arc_from(fab, int(sn.port_link[sw, port]), int(sn.sw_node[sw])))
         out.append(SharpTree(rail=int(r), root=int(sn.sw_node[root]), gpus=gpus[mine],
                              nics=nics[mine], up_arcs=np.array(sorted(up), dtype=np.int64),
@@ -223,16 +227,18 @@ def tree_switches(fab: Fabric, tr: SharpTree) -> np.ndarray:
     return np.unique(ends[fab.is_switch[ends]])
 
 
-def sharp_limits(fab: Fabric, per_op: list[list[SharpTree]], where: list[str]
+def sharp_limits(fab: Fabric, per_op: list[list[SharpTree]], where: list[str],
+                 used: tuple[dict[int, int], dict[int, int]] | None = None
                  ) -> list[Problem]:
     """What the switches refuse: a tree on a switch whose model does not aggregate
     (``switch_models.<model>.sharp``), more trees on a switch than its model holds
     (``sharp_trees``), more operations using a switch than it runs at once
     (``sharp_active_ops``; every SHARP collective of a scenario counts, as they may
-    overlap). ``where[i]`` names operation i's field."""
+    overlap). ``where[i]`` names operation i's field. ``used``: trees and operations per
+    switch already held (by the jobs' DP AllReduces, :func:`sharp_usage`)."""
     problems: list[Problem] = []
-    trees_on: dict[int, int] = {}
-    ops_on: dict[int, int] = {}
+    trees_on: dict[int, int] = dict(used[0]) if used else {}
+    ops_on: dict[int, int] = dict(used[1]) if used else {}
     for i, trees in enumerate(per_op):
         mine: set[int] = set()
         for tr in trees:
@@ -269,3 +275,45 @@ def sharp_limits(fab: Fabric, per_op: list[list[SharpTree]], where: list[str]
                                     f"operations at once; allowed: at most {limit}"))
             return problems
     return problems
+
+
+def sharp_usage(fab: Fabric, per_op: list[list[SharpTree]]
+                ) -> tuple[dict[int, int], dict[int, int], int | None]:
+    """Trees and operations per switch (fabric node id) that the operations ``per_op``
+    (each a list of trees: e.g. one DP group's AllReduce) hold, counted as
+    :func:`sharp_limits` counts them; and the first switch of a tree whose model does not
+    aggregate (None when every one does)."""
+    trees_on: dict[int, int] = {}
+    ops_on: dict[int, int] = {}
+    for trees in per_op:
+        mine: set[int] = set()
+        for tr in trees:
+            sws = tree_switches(fab, tr)
+            for x in sws.tolist():
+                if not fab.switch_model(x).sharp:
+                    return trees_on, ops_on, x
+                trees_on[x] = trees_on.get(x, 0) + 1
+            mine.update(sws.tolist())
+        for x in mine:
+            ops_on[x] = ops_on.get(x, 0) + 1
+    return trees_on, ops_on, None
+
+
+def sharp_over(fab: Fabric, used: tuple[dict[int, int], dict[int, int]],
+               add: tuple[dict[int, int], dict[int, int]]) -> str:
+    """Why the switches cannot hold ``add`` on top of ``used`` (trees, operations per
+    switch), naming the first switch over its model's ``sharp_trees`` or
+    ``sharp_active_ops``; '' when they can."""
+    for k, (what, field_) in enumerate((("trees", "sharp_trees"),
+                                        ("operations", "sharp_active_ops"))):
+        for x, n in sorted(add[k].items()):
+            m = fab.switch_model(x)
+            limit = getattr(m, field_)
+            if limit is None:
+                limit = m.ports
+            total = used[k].get(x, 0) + n
+            if total > limit:
+                name = fab.models[int(fab.nodes.model[x])][0]
+                return (f"switch {fab.nodes.name[x]} would hold {total} SHARP {what}, "
+                        f"{name}'s {field_} is {limit}")
+    return ""

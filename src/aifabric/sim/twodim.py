@@ -237,9 +237,11 @@ def simulate_dag(net: DomainNet, dag: TransferDAG) -> tuple[FlowRun, dict[str, f
 
 def run_collective(net: DomainNet, op: str, size_bytes: float, *, gpus: int | None = None,
                    algorithm: str | None = None, protocol: str | None = None,
-                   chunk_bytes: float = 4 << 20) -> CollectiveResult:
+                   chunk_bytes: float = 4 << 20, pipeline: int = 1) -> CollectiveResult:
     """Choose (or take the pinned) algorithm and protocol for ``op`` of ``size_bytes`` on
-    ``gpus`` GPUs (default: the whole fabric), simulate its transfers, and price it."""
+    ``gpus`` GPUs (default: the whole fabric), simulate its transfers, and price it.
+    ``pipeline`` K > 1: hierarchical's phases pipelined over K chunks (1: one after the
+    other)."""
     if op not in ALGORITHMS_2D:
         raise SpecError.at("op", f"unknown collective {op!r}; allowed: "
                            f"{', '.join(ALGORITHMS_2D)}")
@@ -249,18 +251,20 @@ def run_collective(net: DomainNet, op: str, size_bytes: float, *, gpus: int | No
         raise SpecError.at("gpus", str(e)) from None
     p = sub.twodim
     try:
-        best, cands = choose(op, p, size_bytes, algorithm=algorithm, protocol=protocol)
+        best, cands = choose(op, p, size_bytes, algorithm=algorithm, protocol=protocol,
+                             pipeline=pipeline)
     except ValueError as e:
         raise SpecError.at("algorithm" if algorithm else "protocol", str(e)) from None
     b = DAGBuilder()
     grid = np.arange(sub.n, dtype=np.int64).reshape(sub.domains, sub.per_domain)
     switch = sub.n + np.arange(sub.domains, dtype=np.int64)
     add_2d_collective(b, op, best.algorithm, grid, size_bytes, switch=switch,
-                      channels=sub.channels, chunk_bytes=chunk_bytes)
+                      channels=sub.channels, chunk_bytes=chunk_bytes, pipeline=pipeline)
     dag = b.build()
     run, by_arc, by_dag = simulate_dag(sub, dag)
     sim_ns = float(run.stage_end_ns.max()) if dag.n_stages else 0.0
-    closed = bandwidth_ns(op, best.algorithm, p, size_bytes, chunk_bytes=chunk_bytes)
+    closed = bandwidth_ns(op, best.algorithm, p, size_bytes, chunk_bytes=chunk_bytes,
+                          pipeline=pipeline)
     final = price(op, best.algorithm, best.protocol, p, size_bytes, bandwidth_time_ns=sim_ns)
     sl = sub.dimension_of_arcs()
     ab = run.arc_bytes

@@ -60,8 +60,15 @@ class Partition(StrictModel):
     pkey: Annotated[int, BeforeValidator(_pkey)] = Field(
         ge=0, le=0xFFFF, description="the P_Key, 0x0001..0x7ffe (15 bits; 0x7fff is the "
         "default partition's)")
-    hosts: list[str] = Field(min_length=1, description="host names (every HCA port of "
-                             "each host is a full member)")
+    hosts: list[str] = Field(default_factory=list, description="host names (every HCA "
+                             "port of each host is a full member)")
+    gpus: list[str] = Field(default_factory=list, description="GPU names (the ports of "
+                            "each GPU's own NIC are full members): a job group that "
+                            "shares hosts with another")
+    shared: bool = Field(default=False, description="its ports may also be full members "
+                         "of other partitions (a tenant-wide or storage partition over "
+                         "job groups); two partitions that are not shared never share a "
+                         "port")
     ipoib: bool = Field(default=True, description="IPoIB on this partition")
 
 
@@ -96,6 +103,10 @@ class InfiniBand(StrictModel):
     partitions: list[Partition] = Field(default_factory=list, description="tenant or "
                                         "job-group partitions (default: the default "
                                         "partition only)")
+    pkey_table_size: int = Field(default=128, ge=2, le=32768, description="P_Key table "
+                                 "entries of an HCA port (ConnectX HCAs: 128, "
+                                 "ibv_devinfo's max_pkeys): the default P_Key and every "
+                                 "partition of the port must fit")
 
     @property
     def port_gbps(self) -> int:
@@ -144,6 +155,9 @@ class InfiniBand(StrictModel):
                 out.append((("partitions", i, "name"), f"{part.name!r} is taken; allowed: "
                             "a name of its own (not Default)"))
             names.setdefault(part.name, i)
+            if not part.hosts and not part.gpus:
+                out.append((("partitions", i, "hosts"), "empty: a partition needs hosts "
+                            "or gpus; allowed: host names, GPU names"))
         if self.vl_weights is not None and len(self.vl_weights) != self.data_vls:
             out.append((("vl_weights",), f"{len(self.vl_weights)} entries; allowed: one "
                         f"per data VL ({self.data_vls})"))

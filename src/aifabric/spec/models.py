@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field, PositiveInt, ValidationError, model_vali
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aifabric.spec.base import StrictModel
-from aifabric.spec.deploy import Deploy
+from aifabric.spec.deploy import Asn, Deploy, Mtu, Qos
 from aifabric.spec.infiniband import InfiniBand
 from aifabric.spec.names import Name, Text
 from aifabric.spec.scheduled import SCHEDULED_FAMILIES, ScheduledFabric, field_error
@@ -28,9 +28,11 @@ __all__ = [
     "ClosTopology",
     "FatTreeTopology",
     "Frontend",
+    "FrontendPools",
     "Hosts",
     "HpnTopology",
     "Latency",
+    "Management",
     "MultiplaneTopology",
     "RailTopology",
     "Routing",
@@ -410,6 +412,35 @@ class StorageNodes(_Strict):
                         description="storage nodes one host's data is striped over")
 
 
+class FrontendPools(_Strict):
+    """The frontend's address pools: a separate fabric, so separate from the backend's
+    (``addressing.nic_pool``, ``deploy.pools``); the defaults sit in 172.16.0.0/12 beside
+    the backend's loopbacks and never overlap the backend's defaults."""
+
+    hosts: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.20.0.0/14"),
+        description="one /32 per frontend port of a host or storage node; the last "
+        "usable address is the leaves' anycast gateway")
+    loopback: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.17.0.0/16"),
+        description="one /32 per frontend switch")
+    p2p: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("172.18.0.0/15"),
+        description="one /31 per leaf-spine link")
+
+
+def _frontend_asn() -> Asn:
+    return Asn(first=64_512, last=65_534)
+
+
+def _frontend_qos() -> Qos:
+    """Lossy, as storage over TCP runs: no PFC; unmarked traffic (DSCP 0: storage,
+    checkpoints, data loading) in the ECN-marked data class (TC 3, 90% of the DWRR),
+    network control (CS6, DSCP 48) strictly first, other DSCPs best effort (TC 0)."""
+    return Qos(mode="lossy", roce_dscp=0, roce_tc=3, cnp_dscp=48, cnp_tc=6,
+               roce_weight_percent=90)
+
+
 class Frontend(_Strict):
     """The frontend (storage, checkpoint, data) network: a second 2-tier leaf-spine with
     its own host NICs (HPN's ninth NIC: 2 x 200G), switches and oversubscription, and the
@@ -422,10 +453,56 @@ class Frontend(_Strict):
     oversubscription: float = Field(default=1.0, ge=0.01, le=100.0,
                                     description="leaf down:up bandwidth")
     storage: StorageNodes = StorageNodes()
+    pools: FrontendPools = Field(default_factory=FrontendPools,
+                                 description="the frontend's own address pools")
+    asn: Asn = Field(default_factory=_frontend_asn,
+                     description="the frontend's private ASNs (default: the 2-byte "
+                     "range, the backend's default takes the 4-byte one)")
+    qos: Qos = Field(default_factory=_frontend_qos,
+                     description="the frontend switches' QoS (default lossy: no PFC, "
+                     "ECN on the storage class; docs/frontend.md)")
+    mtu: Mtu = Field(default_factory=Mtu, description="frontend MTUs (jumbo)")
 
     @property
     def host_gbps(self) -> float:
         return float(self.nics_per_host * self.ports_per_nic * self.port_gbps)
+
+
+class Management(_Strict):
+    """The out-of-band management network (docs/spec.md, Management): one address per
+    managed port from ``pool`` -- every switch's ``eth0``, every host's OS management NIC
+    and (``bmc``) its BMC -- on 1G copper access switches of ``ports_per_switch`` ports,
+    each with ``uplinks`` to an aggregation layer of that many switches (one per uplink)
+    when more than one access switch is needed."""
+
+    pool: ipaddress.IPv4Network = Field(
+        default=ipaddress.IPv4Network("192.168.0.0/16"),
+        description="management addresses: the first is the gateway (the site's "
+        "management router), then every managed port, then the management switches")
+    ports_per_switch: int = Field(default=48, ge=2, le=1024,
+                                  description="access ports of one management switch")
+    port_gbps: Literal[1] = Field(default=1, description="access port speed, Gbit/s "
+                                  "(1000BASE-T: SONiC's MGMT_PORT speed)")
+    uplinks: int = Field(default=2, ge=1, le=16, description="uplinks of one access "
+                         "switch, one to each aggregation switch")
+    uplink_gbps: int = Field(default=10, ge=1, le=MAX_GBPS,
+                             description="uplink speed, Gbit/s")
+    agg_ports: int = Field(default=64, ge=1, le=MAX_SWITCH_PORTS,
+                           description="access-facing ports of one aggregation switch "
+                           "(at most that many access switches)")
+    bmc: bool = Field(default=True, description="every host's BMC gets a port and address")
+    bmc_exporter: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")] = Field(
+        default="127.0.0.1:9290", description="HOST:PORT of the ipmi_exporter (remote "
+        "mode) Prometheus asks for every BMC (the ``bmc`` job)")
+    host_interface: Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,14}$")] = Field(
+        default="eno1", description="the hosts' OS management NIC")
+    vrf: bool = Field(default=True, description="SONiC management VRF (MGMT_VRF_CONFIG): "
+                      "eth0's routes apart from the fabric's")
+    access_m: float = Field(default=3.0, ge=0.1, le=100.0,
+                            description="access patch cable length (100 m: 1000BASE-T)")
+    uplink_m: float = Field(default=30.0, ge=0.1, le=MAX_CABLE_M,
+                            description="uplink cable length")
+    uplink_medium: Medium = Field(default="optic", description="uplink medium")
 
 
 class Spec(_Strict):
@@ -456,6 +533,9 @@ class Spec(_Strict):
         "hosts.scaleup_gbps")
     frontend: Frontend | None = Field(
         default=None, description="the frontend/storage network; unset: none")
+    management: Management | None = Field(
+        default=None, description="the out-of-band management network; unset: none "
+        "(monitoring and Ansible reach devices in band)")
 
     @model_validator(mode="after")
     def _infiniband_consistent(self) -> Spec:
@@ -486,6 +566,39 @@ class Spec(_Strict):
                 "Spec", "scheduled", "a scheduled fabric is an Ethernet fabric (its edge "
                 "speaks RoCE to the hosts); allowed with transport: roce only",
                 self.transport)
+        return self
+
+    @model_validator(mode="after")
+    def _frontend_disjoint(self) -> Spec:
+        """The frontend is a separate fabric: its pools overlap none of the backend's
+        (nor each other) and its ASNs are not the backend's."""
+        fe = self.frontend
+        if fe is None:
+            return self
+        backend = {"addressing.nic_pool": self.addressing.nic_pool,
+                   "deploy.pools.loopback": self.deploy.pools.loopback,
+                   "deploy.pools.p2p": self.deploy.pools.p2p}
+        front = {"hosts": fe.pools.hosts, "loopback": fe.pools.loopback, "p2p": fe.pools.p2p}
+        errors: list[tuple[tuple[str, ...], str, object]] = []
+        names = list(front)
+        for i, k in enumerate(names):
+            net = front[k]
+            clash = [f"{b} {n}" for b, n in backend.items() if net.overlaps(n)]
+            clash += [f"frontend.pools.{o} {front[o]}" for o in names[:i]
+                      if net.overlaps(front[o])]
+            if clash:
+                errors.append((("frontend", "pools", k), f"{net} overlaps {clash[0]}; "
+                               "allowed: a pool disjoint from the backend's and the "
+                               "frontend's other pools", str(net)))
+        a, b = fe.asn, self.deploy.asn
+        if a.first <= b.last and b.first <= a.last:
+            errors.append((("frontend", "asn"), f"{a.first}..{a.last} overlaps deploy.asn "
+                           f"{b.first}..{b.last}; allowed: a range disjoint from the "
+                           "backend's", f"{a.first}..{a.last}"))
+        if errors:
+            raise ValidationError.from_exception_data(type(self).__name__, [
+                InitErrorDetails(type=PydanticCustomError("frontend", m), loc=loc, input=v)
+                for loc, m, v in errors])
         return self
 
     def switch_model(self, name: str) -> SwitchModel | None:

@@ -19,8 +19,12 @@ file                                                what
 ``monitoring/grafana/dashboards/*.json``            :mod:`aifabric.telemetry.dashboards`
 =================================================== ======================================
 
-The plan has no management network, so a switch is scraped at its loopback (reachable
-over the fabric's BGP) and a host at the /32 of its first NIC port. Every value that
+With a management network (the spec's ``management:``, :mod:`aifabric.topology.
+management`) every target is a management address: a switch's ``eth0``, a host's OS
+management NIC; and (``management.bmc``) a ``bmc`` job asks the ipmi_exporter at
+``management.bmc_exporter`` (remote mode, ``/ipmi?target=<BMC>``) for every host's BMC.
+Without one, a switch is scraped in band at its loopback (reachable over the fabric's
+BGP) and a host at the /32 of its first NIC port. Every value that
 comes from the spec is written as a JSON string (a valid YAML double-quoted scalar), so
 a name cannot add a key or a line. Same fabric, same bytes.
 """
@@ -57,14 +61,16 @@ _Q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 _LABELS = ("device", "tier", "plane", "rail", "segment", "pod")
 
 
-def _targets(ctx: BuildContext, nodes: np.ndarray, addr: np.ndarray, port: int) -> list[str]:
-    """``static_configs`` entries, one per device: its address and the plan's labels."""
+def _targets(ctx: BuildContext, nodes: np.ndarray, addr: np.ndarray,
+             port: int | None) -> list[str]:
+    """``static_configs`` entries, one per device: its address (and ``port``) and the
+    plan's labels."""
     f = ctx.fabric
     labels = device_labels(f, nodes)
     pod = f.nodes.pod[nodes].astype(np.int64)
     labels["pod"] = np.where(pod >= 0, pod.astype(str), "").astype(object)
     cols = [np.array([_Q(str(v)) for v in labels[k]], dtype=object) for k in _LABELS]
-    target = np.char.add(ip_str(addr), f":{port}")
+    target = ip_str(addr) if port is None else np.char.add(ip_str(addr), f":{port}")
     out = []
     for i in range(len(nodes)):
         lab = ", ".join(f"{k}: {c[i]}" for k, c in zip(_LABELS, cols, strict=True)
@@ -94,6 +100,12 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
     iv, ev = duration(scrape), duration(evaluation)
     sw = ctx.plan.switches
     hosts, host_ip = _first_nic_address(ctx)
+    sw_ip = ctx.plan.loopback[sw]
+    where_sw, where_host = "at its loopback", "at its first NIC port's address"
+    if ctx.mgmt is not None:  # out of band: every target at its management address
+        sw_ip, host_ip = ctx.mgmt.node_address[sw], ctx.mgmt.node_address[hosts]
+        where_sw = "at its management address (eth0, out of band)"
+        where_host = "at its management address (OS management NIC, out of band)"
     lines = [
         f"# Prometheus for the fabric {_Q(f.spec.name)}, from aifabric build",
         "# (promtool check config prometheus.yml); targets carry the plan's labels",
@@ -109,17 +121,36 @@ def prometheus_yml(ctx: BuildContext, scrape_interval_s: float | None = None,
         "  - job_name: aifabric",
         "    static_configs:",
         f"      - targets: [{_Q(exporter)}]",
-        "  # every switch: SONiC exporter at its loopback",
+        f"  # every switch: SONiC exporter {where_sw}",
         "  - job_name: sonic",
         *_EXPORTER_RELABEL,
         "    static_configs:",
-        *_targets(ctx, sw, ctx.plan.loopback[sw], SONIC_EXPORTER_PORT),
-        "  # every host: node exporter at its first NIC port's address",
+        *_targets(ctx, sw, sw_ip, SONIC_EXPORTER_PORT),
+        f"  # every host: node exporter {where_host}",
         "  - job_name: node",
         *_EXPORTER_RELABEL,
         "    static_configs:",
         *_targets(ctx, hosts, host_ip, NODE_EXPORTER_PORT),
     ]
+    mg = ctx.mgmt
+    if mg is not None and mg.spec.bmc:  # every BMC, through the IPMI exporter
+        lines += [
+            "  # every host's BMC (out of band): ipmi_exporter in remote mode at "
+            "management.bmc_exporter",
+            "  - job_name: bmc",
+            "    metrics_path: /ipmi",
+            "    params:",
+            "      module: [default]",
+            "    relabel_configs:",
+            "      - source_labels: [__address__]",
+            "        target_label: __param_target",
+            "      - source_labels: [__param_target]",
+            "        target_label: instance",
+            "      - target_label: __address__",
+            f"        replacement: {_Q(mg.spec.bmc_exporter)}",
+            "    static_configs:",
+            *_targets(ctx, hosts, mg.bmc_address[hosts], None),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from aifabric.errors import SpecError
 from aifabric.spec.models import BUILTIN_SCALEUP_SWITCHES, Spec
 
-__all__ = ["Domain", "resolve_domain"]
+if TYPE_CHECKING:
+    from aifabric.topology.fabric import Fabric
+
+__all__ = ["Domain", "host_domains", "resolve_domain"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +118,30 @@ def domain_gbps(spec: Spec) -> float:
     sw = d.switch_model()
     link = d.link_gbps if d.link_gbps is not None else (sw.port_gbps if sw else 0.0)
     return float(d.links_per_gpu * link) if link else float(spec.hosts.scaleup_gbps)
+
+
+def host_domains(f: Fabric) -> np.ndarray | None:
+    """The scale-up domain of every host index of the Fabric ``f`` when its domains span
+    several hosts (an NVL72 rack: 18 trays), else None (a domain of one host is the
+    host itself: nothing to add).
+
+    Domains are consecutive active hosts in host order (domain ``k`` is the ``k``-th
+    block of ``scaleup_domain.gpus / hosts.gpus_per_host`` active hosts, as ``aifabric
+    nccl`` counts them domain-major); a backup host belongs to none (-1). GPUs of one
+    domain reach each other over its NVLink switches, which are full crossbars: only the
+    GPUs' own NVLink (``Fabric`` scale-up links, the domain's bandwidth per GPU) binds.
+    """
+    from aifabric.topology.fabric import NodeKind
+
+    d = f.spec.scaleup_domain
+    G = f.spec.hosts.gpus_per_host
+    if d is None or d.gpus <= G:
+        return None
+    per = d.gpus // G
+    hosts = f.ids(NodeKind.HOST)
+    host_idx = f.nodes.host[hosts].astype(np.int64)
+    out = np.full(len(f.host_node), -1, dtype=np.int64)
+    active = np.sort(host_idx[~f.nodes.backup[hosts]])
+    out[active] = np.arange(len(active), dtype=np.int64) // per
+    return out
+

@@ -13,7 +13,9 @@ One iteration becomes a DAG (GPipe schedule):
 * backward in reverse, after the stage's last forward;
 * the DP gradient AllReduce runs in ``buckets`` chunks, each starting as soon as the
   backward of the last micro-batch has produced it, overlapped with the rest of the
-  backward (one NCCL stream: buckets one after another).
+  backward (one NCCL stream: buckets one after another); with ``dp_algorithm: sharp``
+  each bucket is reduced in the InfiniBand switches (the simulator lays it on the
+  fabric's aggregation trees: ``add_job``'s ``dp_sharp``).
 
 The TP (and EP) collectives of one stage's layers for one micro-batch and direction are
 merged into one collective of the same bytes (the latency terms are counted once), and
@@ -22,6 +24,7 @@ the groups of all DP replicas run it together in one set of stages.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +32,10 @@ import numpy as np
 from aifabric.workload.collectives import add_collective
 from aifabric.workload.dag import DAGBuilder
 
-__all__ = ["GpuPool", "JobModel", "add_job", "place"]
+__all__ = ["DpAllReduce", "GpuPool", "JobModel", "add_job", "place"]
+
+#: (builder, pipeline stage, bytes per GPU, dependencies, name) -> the bucket's last stage
+DpAllReduce = Callable[[DAGBuilder, int, float, Sequence[int], str], int]
 
 
 @dataclass(frozen=True)
@@ -129,9 +135,15 @@ def place(pool: GpuPool, n: int, policy: str, *, taken: np.ndarray, seed: int = 
 
 
 def add_job(b: DAGBuilder, job: JobModel, gpus: np.ndarray, host: np.ndarray,
-            local: np.ndarray) -> int:
+            local: np.ndarray, dp_sharp: DpAllReduce | None = None) -> int:
     """Compile ``iterations`` iterations of ``job`` on ``gpus`` (rank order); returns the
-    last stage. ``host``/``local`` per GPU make rings rail-aware."""
+    last stage. ``host``/``local`` per GPU make rings rail-aware. ``dp_sharp``: with
+    ``dp_algorithm: sharp``, what adds one DP gradient bucket of stage ``p`` (every TP
+    rank's DP group at once) reduced in the switches; it needs the fabric's aggregation
+    trees, so the simulator passes it (aifabric.sim.run)."""
+    if job.dp_algorithm == "sharp" and dp_sharp is None and job.dp > 1:
+        raise ValueError("dp_algorithm sharp reduces in the switches: the simulator "
+                         "compiles it on the fabric's aggregation trees (aifabric.sim)")
     dp, tp, pp = job.dp, job.tp, job.pp
     g = np.asarray(gpus).reshape(pp, dp, tp)  # rank = (p * dp + d) * tp + t
     hs = np.asarray(host).reshape(pp, dp, tp)
@@ -196,6 +208,12 @@ def add_job(b: DAGBuilder, job: JobModel, gpus: np.ndarray, host: np.ndarray,
                     if last_mb and dp > 1:  # DP gradient bucket k of stage p
                         bucket = grad_bytes / chunks
                         dep = [c] + ([dp_ends[-1]] if dp_ends and k else [])
+                        if job.dp_algorithm == "sharp":  # every TP rank's group at once
+                            assert dp_sharp is not None
+                            dp_ends.append(dp_sharp(
+                                b, p, bucket, dep,
+                                f"{job.name} it{it} dp p{p} bucket {k}"))
+                            continue
                         if job.dp_algorithm == "ring":  # the tp DP rings in lockstep
                             dp_ends.append(add_collective(
                                 b, "allreduce", g[p].T, bucket, deps=dep,

@@ -159,9 +159,13 @@ def _tree_ns(n: int, per_domain: int, size: float, chunk_bytes: float, U: float,
 
 
 def bandwidth_ns(op: str, algorithm: str, p: TwoDim, size_bytes: float, *,
-                 chunk_bytes: float = 4 << 20) -> float:
+                 chunk_bytes: float = 4 << 20, pipeline: int = 1) -> float:
     """The bandwidth time (ns, no latency) of one collective by the closed form of
-    ``algorithm`` on the two dimensions; ValueError when it cannot run."""
+    ``algorithm`` on the two dimensions; ValueError when it cannot run. ``pipeline`` K
+    > 1: ``hierarchical``'s three phases pipelined over K chunks, ``max(rs/K + inter +
+    ag/K, rs + ag)``: the scale-out steps of the chunks back to back between the first
+    chunk's reduce-scatter and the last chunk's all-gather, or the NVLink busy with
+    both intra-domain phases the whole time, whichever is longer."""
     if not enabled(op, algorithm, p):
         raise ValueError(f"{algorithm} cannot run {op} on {p.domains} domain(s) of "
                          f"{p.per_domain} GPUs" + ("" if p.nvls_gbps else " without NVLS"))
@@ -191,6 +195,8 @@ def bandwidth_ns(op: str, algorithm: str, p: TwoDim, size_bytes: float, *,
     if algorithm == "hierarchical":
         intra = 2 * (N - 1) * (S / N) / U
         inter = 2 * (D - 1) * (S / N / D) / R
+        if pipeline > 1 and D > 1 and N > 1:
+            return max(intra / pipeline + inter, intra)
         return intra + inter
     # pat: every step of a multi-domain run has senders crossing domains
     slow = min(U, R) if D > 1 else U
@@ -234,11 +240,11 @@ class Choice:
 
 
 def price(op: str, algorithm: str, protocol: str, p: TwoDim, size_bytes: float,
-          bandwidth_time_ns: float | None = None) -> Choice:
+          bandwidth_time_ns: float | None = None, *, pipeline: int = 1) -> Choice:
     """The cost of one pair; ``bandwidth_time_ns`` replaces the closed form (e.g. by a
     flow simulation of the same transfers)."""
-    bw = bandwidth_ns(op, algorithm, p, size_bytes) if bandwidth_time_ns is None \
-        else bandwidth_time_ns
+    bw = bandwidth_ns(op, algorithm, p, size_bytes, pipeline=pipeline) \
+        if bandwidth_time_ns is None else bandwidth_time_ns
     lat = latency_us(op, algorithm, protocol, p) * 1000.0
     t = lat + bw / PROTO_EFFICIENCY[algorithm][protocol]
     algbw = size_bytes / t if t > 0 else float("inf")  # bytes per ns = GB/s
@@ -246,10 +252,10 @@ def price(op: str, algorithm: str, protocol: str, p: TwoDim, size_bytes: float,
 
 
 def choose(op: str, p: TwoDim, size_bytes: float, *, algorithm: str | None = None,
-           protocol: str | None = None) -> tuple[Choice, list[Choice]]:
+           protocol: str | None = None, pipeline: int = 1) -> tuple[Choice, list[Choice]]:
     """The cheapest enabled (algorithm, protocol) for ``size_bytes`` and every candidate
     priced, cheapest first; ``algorithm``/``protocol`` pin one (ValueError if it cannot
-    run)."""
+    run); ``pipeline``: see :func:`bandwidth_ns`."""
     algs = [algorithm] if algorithm else list(ALGORITHMS_2D.get(op, ()))
     cands: list[Choice] = []
     for a in algs:
@@ -264,7 +270,7 @@ def choose(op: str, p: TwoDim, size_bytes: float, *, algorithm: str | None = Non
                     raise ValueError(f"{a} runs {', '.join(PROTO_EFFICIENCY[a])} only, "
                                      f"not {pr}")
                 continue
-            cands.append(price(op, a, pr, p, size_bytes))
+            cands.append(price(op, a, pr, p, size_bytes, pipeline=pipeline))
     if not cands:
         raise ValueError(f"no algorithm runs {op}" + (f" with protocol {protocol}"
                                                       if protocol else ""))

@@ -305,6 +305,17 @@ class NicConfig(_Strict):
         "unacknowledged packet once after n such ACKs (UEC RUD's loss recovery from "
         "selective ACKs; TCP's fast retransmit after 3 duplicate ACKs) instead of waiting "
         "for the retransmission timeout")
+    ooo_acks: Literal["per_packet", "coalesced"] = Field(
+        default="per_packet", description="receiver: ooo only: when it ACKs. per_packet "
+        "(as before) = in-order packets every ack_interval_packets and when holes fill; a "
+        "packet ahead of a hole on its own (a selective ACK) with fast_retransmit_packets "
+        "> 0 or entropy reps, else not at all. coalesced = the UEC RUD receiver of "
+        "uet-htsim (UecSink): every packet taken, in order or ahead, counts, and an ACK "
+        "goes every ack_interval_packets packets, at once for an ECN-marked packet, the "
+        "QP's first packet, a duplicate, and a packet whose sender asks for one (its ar "
+        "flag: a retransmission, the QP's last packet, one after which the congestion "
+        "window or RCCC credit holds the next packet back), and again when the packets "
+        "held out of order after such a request have drained")
 
     @model_validator(mode="after")
     def _check(self) -> NicConfig:

@@ -38,6 +38,7 @@ from aifabric.sim.packet.heap import hpop, hpush
 from aifabric.sim.packet.layout import (
     ACK,
     ACKB,
+    ACKCO,
     ACKINT,
     ALPHA,
     CC,
@@ -99,6 +100,7 @@ from aifabric.sim.packet.layout import (
     IB_AR,
     IB_ON,
     INT_ON,
+    K_AR,
     K_AT,
     K_CE,
     K_DIR,
@@ -169,6 +171,7 @@ from aifabric.sim.packet.layout import (
     PQ_,
     PT_,
     Q_ACKEDAT,
+    Q_ACKRQ,
     Q_BRTT,
     Q_CNPS,
     Q_DONE,
@@ -196,6 +199,7 @@ from aifabric.sim.packet.layout import (
     Q_NAKSENT,
     Q_NEXTAV,
     Q_OOODROP,
+    Q_OOON,
     Q_OOOPK,
     Q_PORT,
     Q_PSA,
@@ -452,6 +456,26 @@ def ev_feedback(S, q, echo):
         QI[q, Q_EVH] = h + 1 if h + 1 < b else 0
 
 
+@njit(cache=True, inline='always')
+def ecmp_group(CI, QI, QR, T, q, rev, hop, node):
+    """The ECMP group of switch ``node`` toward the destination of a frame of QP ``q``
+    (direction ``rev``) on its ``hop``-th arc, for :func:`ev_pick` and :func:`lb_pick`:
+    (the route's own port, the group, where its members start in ``T``, how many). No
+    members (0) where the switch has no group toward the destination or the group's
+    paths are not as long as what is left of the route: the frame follows its route."""
+    rp = QR[q, rev, hop]
+    row = T[node]
+    d = QI[q, Q_DSTI + rev]
+    if row < 0 or d < 0:
+        return rp, -1, 0, 0
+    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
+    g = T[at]
+    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
+        return rp, -1, 0, 0
+    gp = CI[LB_GP0] + g
+    return rp, g, CI[LB_GA0] + T[gp], T[gp + 1] - T[gp]
+
+
 @njit(cache=True)
 def ev_pick(CI, QI, QR, T, q, rev, hop, node, ev):
     """The egress port at switch ``node`` of a frame of QP ``q`` (direction ``rev``: data,
@@ -462,18 +486,9 @@ def ev_pick(CI, QI, QR, T, q, rev, hop, node, ev):
     member of its group toward the destination (``hash mod n``, or through the member
     table). The route's own port where the switch has no group of the right length (as
     :func:`lb_pick`)."""
-    rp = QR[q, rev, hop]
-    row = T[node]
-    d = QI[q, Q_DSTI + rev]
-    if row < 0 or d < 0:
+    rp, _, lo, n = ecmp_group(CI, QI, QR, T, q, rev, hop, node)
+    if n == 0:
         return rp
-    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
-    g = T[at]
-    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
-        return rp
-    gp = CI[LB_GP0] + g
-    lo = CI[LB_GA0] + T[gp]
-    n = T[gp + 1] - T[gp]
     if n == 1:
         return T[lo]
     w = CI[EV_W]
@@ -497,18 +512,9 @@ def lb_pick(CI, PI, QI, QR, T, RNG, q, rev, hop, node, now):
     when the switch has no group toward the destination or the group's paths are not as
     long as what is left of the route (a route of another policy): the frame keeps its
     hop count, so it reaches the destination after exactly the route's hops."""
-    rp = QR[q, rev, hop]
-    row = T[node]
-    d = QI[q, Q_DSTI + rev]
-    if row < 0 or d < 0:
+    rp, g, lo, n = ecmp_group(CI, QI, QR, T, q, rev, hop, node)
+    if n == 0:
         return rp
-    at = CI[LB_GT0] + 2 * (row * CI[LB_ND] + d)
-    g = T[at]
-    if g < 0 or T[at + 1] != QI[q, Q_LEN] - hop:
-        return rp
-    gp = CI[LB_GP0] + g
-    lo = CI[LB_GA0] + T[gp]
-    n = T[gp + 1] - T[gp]
     if n == 1:
         return T[lo]
     if CI[LB_MODE] == LB_SPRAYM:
@@ -696,9 +702,11 @@ def pull(S, p, now):
         k = new_pkt(G, KI, S[FREE_], q, DATA, seq, pay, size, QI[q, Q_TC], ZERO, now)
         if CI[EV_ALG] != 0:
             KI[k, K_EV] = ev_next(S, q)
-        if seq < QI[q, Q_HIGH]:
+        retx = seq < QI[q, Q_HIGH]
+        if retx:
             QI[q, Q_RETX] += pay
             G[RETX] += pay
+        force = retx or seq + pay >= QI[q, Q_SIZE]  # (ar: a repair, the last packet)
         if not frx:
             seq += pay
             QI[q, Q_SNDNXT] = seq
@@ -709,6 +717,8 @@ def pull(S, p, now):
         QI[q, Q_NEXTAV] = now  # pacing: the next packet may leave a gap later
         QI[q, Q_LASTW] = size + CI[OVH]
         cc_on_send(S, q, now, pay)
+        if CI[ACKCO] != 0:
+            KI[k, K_AR] = ack_request(S, q, force)
         return k
     # drop finished QPs from the round robin
     fin = False
@@ -730,6 +740,25 @@ def pull(S, p, now):
         PI[p, P_WAKE] = wake
         hpush(S[HT_], G, wake, E_WAKE, p, ZERO)
     return -1
+
+
+@njit(cache=True, inline='always')
+def ack_request(S, q, force):
+    """The ar flag of the data packet QP ``q`` sends now (``nic.ooo_acks: coalesced``, as
+    uet-htsim's UecSrc sets it): ``force`` (a retransmission, the QP's last packet), or
+    the window (the congestion control's, the NIC's) holds the next packet back once this
+    one is in flight (or RCCC's credit is spent)."""
+    if force:
+        return 1
+    CI, QI, QF = S[CI_], S[QI_], S[QF_]
+    fly = QI[q, Q_SNDNXT] - QI[q, Q_SNDUNA]
+    if fly + CI[MTU] > QF[q, F_WIN]:
+        return 1
+    if CI[WIN_ON] != 0 and window_full(S, q, QI[q, Q_SNDNXT], fly):
+        return 1
+    if CI[CC] >= CC_RCCC and rccc.blocked(S, q):  # its last credit
+        return 1
+    return 0
 
 
 @njit(cache=True, inline='always')
@@ -922,6 +951,79 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
     return done
 
 
+@njit(cache=True, inline='always')
+def ooo_coalesced(S, q, k, seq, rcv, pay, now):
+    """The out-of-order receiver with coalesced ACKs (``nic.ooo_acks: coalesced``, the
+    UEC RUD receiver of uet-htsim's UecSink): it takes and delivers frames as
+    :func:`ooo_receive` does; every frame it takes, in order or ahead, counts, and a
+    cumulative ACK (echoing this frame's entropy value and mark) goes when the count
+    reaches ``ack_interval_packets``, at once for an ECN-marked frame, the QP's first
+    frame, its last byte, a frame whose sender asked for an ACK (``K_AR``), and again
+    when the frames held ahead at such a request have drained; a duplicate is ACKed at
+    once. Returns the QP whose last byte it delivered, or -1."""
+    G, CI, QI, KI = S[G_], S[CI_], S[QI_], S[KI_]
+    mtu = CI[MTU]
+    W = CI[OOO_W]
+    rb = CI[QX_RB]  # the bitmap: packet i -> bit i % 64 of column rb + i // 64
+    size = QI[q, Q_SIZE]
+    done = -1
+    held = QI[q, Q_OOON]  # frames held ahead of a hole
+    ack = rcv == 0 and held == 0  # the first frame
+    if seq < rcv:  # a duplicate of delivered bytes: ACK at once
+        QI[q, Q_DUP] += pay
+        ack = True
+    elif seq > rcv:
+        if (seq - rcv) // mtu >= W:
+            QI[q, Q_OOODROP] += 1
+            return done
+        i = (seq // mtu) % W
+        c = rb + i // 64
+        m = np.int64(1) << (i % 64)
+        if QI[q, c] & m != 0:  # a duplicate: ACK at once
+            QI[q, Q_DUP] += pay
+            ack = True
+        else:
+            QI[q, c] |= m
+            G[DELIV] += pay
+            QI[q, Q_OOON] = held + 1
+            if KI[k, K_AR] != 0:
+                QI[q, Q_ACKRQ] = 1
+                ack = True
+    else:
+        rcv += pay
+        G[DELIV] += pay
+        while held > 0 and rcv < size:
+            i = (rcv // mtu) % W
+            c = rb + i // 64
+            m = np.int64(1) << (i % 64)
+            if QI[q, c] & m == 0:
+                break
+            QI[q, c] &= ~m
+            held -= 1
+            rcv += mtu if size - rcv > mtu else size - rcv
+        QI[q, Q_OOON] = held
+        QI[q, Q_RCVNXT] = rcv
+        if rcv >= size:
+            ack = True
+            if QI[q, Q_DONE] < 0:
+                QI[q, Q_DONE] = now
+                done = q
+        if KI[k, K_AR] != 0:
+            ack = True
+            QI[q, Q_ACKRQ] = 1
+        if held == 0 and QI[q, Q_ACKRQ] != 0:  # drained after a request
+            QI[q, Q_ACKRQ] = 0
+            ack = True
+    n = QI[q, Q_PSA] + 1
+    if ack or n >= CI[ACKINT] or KI[k, K_CE] != 0:
+        QI[q, Q_PSA] = 0
+        reply(S, q, ACK, rcv, QI[q, Q_TC], k)
+        QI[q, Q_MSA] = 0
+    else:
+        QI[q, Q_PSA] = n
+    return done
+
+
 @njit(cache=True)
 def host_receive(S, k):
     """A NIC receives frame ``k``; returns the QP whose last byte it delivered, or -1."""
@@ -943,7 +1045,9 @@ def host_receive(S, k):
         pay = KI[k, K_PAY]
         if seq >= rcv:
             reorder(S, q, (seq - rcv) // CI[MTU])
-        if CI[RX_OOO] != 0:
+        if CI[ACKCO] != 0:
+            done = ooo_coalesced(S, q, k, seq, rcv, pay, now)
+        elif CI[RX_OOO] != 0:
             done = ooo_receive(S, q, k, seq, rcv, pay, now)
         elif seq == rcv:
             rcv += pay

@@ -63,14 +63,16 @@ NG = 11
 # on; RCCC's credit per pull (bytes)
 (NS_TARGET, NS_QATHR, NS_ADJP, NS_ADJB, NS_QAGATE, NS_FASTD, NS_NETRTT, NS_QAON,
  RC_PULL) = range(70, 79)
+# the ooo receiver's ACKs (nic.ooo_acks): 0 per_packet, 1 coalesced (uet-htsim's UecSink)
+ACKCO = 79
 # InfiniBand's link model (issue 27 item 3; :mod:`aifabric.sim.packet.ib`): on, the
 # largest frame (a VL sends while its credit holds one), the flow-control packet's bytes,
 # FECN marking (queue threshold in bytes, mark every n-th eligible packet, 0: off),
 # CCTI timer (ps), increase, limit, minimum, the CCT's first entry in LBT, adaptive
 # routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn)
 (IB_ON, IB_MAXF, IB_FCPB, IB_FTHR, IB_FRATE, IB_CCTT, IB_CCTINC, IB_CCTLIM, IB_CCTMIN,
- IB_CCT0, IB_AR) = range(79, 90)
-IB_W0 = 90
+ IB_CCT0, IB_AR) = range(80, 91)
+IB_W0 = 91
 NCI = IB_W0 + 16
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
@@ -139,7 +141,10 @@ NNU = 14
 # the entropy value a data frame carries (nic.entropy; -1: none); on an ACK/NAK: the value
 # of the data frame it answers, + 65,536 when that frame was ECN-marked (-1: none)
 K_EV = 14
-NKI = 15
+# a data frame's ACK request (nic.ooo_acks coalesced: the sender asks for an ACK at once,
+# uet-htsim's ar flag; 0/1, set on data frames only when coalescing)
+K_AR = 15
+NKI = 16
 # ---------------------------------------------------------------------- QI / QF: QPs
 (Q_SIZE, Q_TC, Q_SNDNXT, Q_SNDUNA, Q_HIGH, Q_RCVNXT, Q_NEXTAV, Q_LASTW, Q_START, Q_DONE,
  Q_ACKEDAT, Q_LASTCNP, Q_NAKSENT, Q_PSA, Q_MSA, Q_LASTPROG, Q_RTOARMED, Q_RETX, Q_DUP,
@@ -148,6 +153,9 @@ NKI = 15
 # first data byte on the wire (issue 12 item 7); congestion control's extra columns;
 # NIC spare columns
 (Q_FIRSTTX, Q_I8, Q_I9, Q_X0, Q_X1) = range(33, 38)
+# the NIC spare columns, for the coalescing ooo receiver (nic.ooo_acks: coalesced): the
+# packets it holds out of order; an ACK request pending (ACK again when they drain)
+Q_OOON, Q_ACKRQ = Q_X0, Q_X1
 # the destination's row in the load-balancing tables, data then return direction (-1:
 # follow the route); out-of-order arrivals (packets ahead of the expected sequence),
 # the largest distance ahead (packets), packets refused beyond the out-of-order bitmap

@@ -526,6 +526,7 @@ class Network:
             ci[L.EV_SEL] = self.entropy.selection == "table"
             ci[L.EV_TS] = self.entropy.table_size
         ci[L.FRX] = cfg.nic.fast_retransmit_packets if self.ooo else 0
+        ci[L.ACKCO] = bool(self.ooo) and cfg.nic.ooo_acks == "coalesced"
         tr = cfg.switch.trim
         ci[L.TRIM_ON] = tr.enabled
         ci[L.TRIM_THR] = tr.threshold_bytes if tr.threshold_bytes is not None else -1

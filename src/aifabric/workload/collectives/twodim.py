@@ -20,6 +20,11 @@ result back. The algorithms:
 * ``hierarchical``: ring reduce-scatter inside each domain, a ring all-reduce across the
   domains per rail on the S/N shards, ring all-gather inside (the builder of
   :mod:`~aifabric.workload.collectives.hierarchical` with hosts = domains).
+  With ``pipeline`` K > 1 the three phases are pipelined as NCCL does: the buffer goes
+  in K chunks, chunk c's reduce-scatter follows chunk c-1's, its scale-out step follows
+  its own reduce-scatter and chunk c-1's scale-out step, its all-gather its own
+  scale-out step and chunk c-1's all-gather, so the phases of different chunks overlap
+  (:func:`pipelined_hierarchical`).
 * ``pat`` (reduce-scatter, all-gather): NCCL's Parallel Aggregated Trees, a log-step
   (Bruck) exchange: step k sends min(2^k, n - 2^k) blocks of S/n to the rank 2^k away.
 """
@@ -36,7 +41,7 @@ from aifabric.workload.collectives.tree import binary_tree, double_binary_tree
 from aifabric.workload.dag import Collective, DAGBuilder
 
 __all__ = ["ALGORITHMS_2D", "add_2d_collective", "busbw_factor_2d", "grouped_tree_allreduce",
-           "pat_steps"]
+           "pat_steps", "pipelined_hierarchical"]
 
 #: operation -> algorithms over two dimensions
 ALGORITHMS_2D: dict[str, tuple[str, ...]] = {
@@ -117,12 +122,43 @@ def _nvls(b: DAGBuilder, grid: np.ndarray, switch: np.ndarray, up: float, down: 
                        deps=deps, label=label)
 
 
+def pipelined_hierarchical(b: DAGBuilder, grid: np.ndarray, size_bytes: float, chunks: int,
+                           *, deps=None) -> int:
+    """Hierarchical AllReduce over ``grid`` (D x N) in ``chunks`` pipelined chunks of
+    ``size_bytes / chunks``: per chunk a ring reduce-scatter inside every domain (N-1
+    steps of S/(KN)), a ring AllReduce per rail across the domains (2(D-1) steps of
+    S/(KND)) and a ring all-gather inside (N-1 steps of S/(KN)); each phase of chunk c
+    waits for its own previous phase and for the same phase of chunk c-1. Returns the
+    last stage (a barrier after every chunk's all-gather)."""
+    D, N = grid.shape
+    K = max(1, int(chunks))
+    c = float(size_bytes) / K
+    nxt = np.roll(grid, -1, axis=1).ravel()
+    flat = grid.ravel()
+    rails = grid.T  # (N, D): one ring per rail
+    r_src, r_dst = rails.ravel(), np.roll(rails, -1, axis=1).ravel()
+    rs = ar = ag = None
+    first = [] if deps is None else ([deps] if isinstance(deps, int) else list(deps))
+    for _ in range(K):
+        rs = b.transfers(flat, nxt, c / N, deps=first + ([rs] if rs is not None else []),
+                         repeat=N - 1, label="hier intra reduce-scatter (pipelined)")
+        ar = b.transfers(r_src, r_dst, c / N / D, deps=[rs] + ([ar] if ar is not None
+                                                              else []),
+                         repeat=2 * (D - 1), label="hier inter allreduce (pipelined)")
+        ag = b.transfers(flat, nxt, c / N, deps=[ar] + ([ag] if ag is not None else []),
+                         repeat=N - 1, label="hier intra allgather (pipelined)")
+    return int(ag)  # type: ignore[arg-type]
+
+
 def add_2d_collective(b: DAGBuilder, op: str, algorithm: str, grid: np.ndarray,
                       size_bytes: float, *, switch: np.ndarray, channels: int = 1,
-                      chunk_bytes: float = 4 << 20, deps=None, name: str = "") -> int:
+                      chunk_bytes: float = 4 << 20, deps=None, name: str = "",
+                      pipeline: int = 1) -> int:
     """Compile ``op`` by ``algorithm`` over ``grid`` (D x N GPU ids, one row per domain)
     into ``b``; ``switch[d]`` is the id standing for domain d's NVLink switches. Returns
-    the last stage; raises ValueError for a pair that does not exist or does not fit."""
+    the last stage; raises ValueError for a pair that does not exist or does not fit.
+    ``pipeline`` K > 1: ``hierarchical``'s phases pipelined over K chunks (see
+    :func:`pipelined_hierarchical`); 1: one phase after the other."""
     if op not in ALGORITHMS_2D:
         raise ValueError(f"unknown collective {op!r}; allowed: {', '.join(ALGORITHMS_2D)}")
     if algorithm not in ALGORITHMS_2D[op]:
@@ -154,6 +190,8 @@ def add_2d_collective(b: DAGBuilder, op: str, algorithm: str, grid: np.ndarray,
         last = grouped_tree_allreduce(b, grid.T, S / N, chunk_bytes=chunk_bytes, deps=last,
                                       label="nvls_tree inter tree")
         last = _nvls(b, grid, switch, S / N, S, last, "nvls_tree intra all-gather")
+    elif algorithm == "hierarchical" and pipeline > 1 and D > 1 and N > 1:
+        last = pipelined_hierarchical(b, grid, S, pipeline, deps=deps)
     elif algorithm == "hierarchical":
         last = hierarchical_allreduce(b, flat, S, host=dom, local=loc, deps=deps)
     else:  # pat: Bruck all-gather (reduce-scatter: the same steps in reverse)

@@ -5,8 +5,11 @@
 facts files of an earlier run; ``write_facts.py DIR`` with ``{"stdout": {device:
 collector output}, "plan": {device: plan}}`` on stdin writes ``DIR/<device>.json``
 (the collector's document plus the plan it was collected for, keys sorted), each
-atomically. A collector output that is not a JSON object is one line naming the
-device; the other devices are still written.
+atomically. The document is the collector's output, or its last line that is a JSON
+object: ``raw`` runs the collector through the login shell on a terminal, and a noisy
+shell profile (a version manager's rehash warning, a banner) lands on the same stdout.
+A collector output with no JSON object is one line naming the device; the other devices
+are still written.
 """
 
 import contextlib
@@ -16,6 +19,28 @@ import re
 import sys
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def document(text):
+    """The facts document in a collector's output: all of it, or (after a shell's noise)
+    its last line that parses as a JSON object. ValueError where there is none."""
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict):
+            return doc
+        err = ValueError("not a JSON object")
+    except ValueError as first:
+        err = first
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict):
+                return doc
+    raise err
 
 
 def main():
@@ -36,9 +61,7 @@ def main():
             bad += 1
             continue
         try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict):
-                raise ValueError("not a JSON object")
+            doc = document(text)
         except ValueError as err:
             print(f"{dev}: the collector's output is not a facts document ({err})")
             bad += 1
