@@ -26,6 +26,16 @@ def packet_counts(pk: dict[str, Any]) -> str:
         tcs = ", ".join(f"TC{tc} {n:,}" for tc, n in sorted(by_tc.items(), key=lambda x: int(x[0])))
         lossless = pk.get("lossless_drops") or 0
         per = f" ({tcs}" + (f"; {lossless:,} on lossless classes" if lossless else "") + ")"
+    ib = pk.get("infiniband")
+    if ib:  # credits per VL instead of PFC, FECN/BECN instead of ECN/CNP
+        vls = ", ".join(f"VL{v} {ns / 1e3:,.1f} us" for v, ns in
+                        ib["credit_blocked_ns_by_vl"].items())
+        return (f"{pk['drops']:,} drops{per}, {pk['retx_bytes']:,} bytes retransmitted, "
+                f"{ib['fecn_marks']:,} FECN marks, {ib['becns']:,} BECNs, credit-blocked "
+                f"{vls} summed over {ib['blocked_ports']:,} port(s) (packet_credit_waits), "
+                "buffers at most "
+                f"{ib['max_buffer_fill']:.0%} of their credits, {pk['pfc_frames']:,} PFC "
+                "frames")
     return (f"{pk['drops']:,} drops{per}, {pk['retx_bytes']:,} bytes retransmitted, "
             f"{pk['ecn_marks']:,} ECN marks, {pk['cnps']:,} CNPs, {pk['pfc_frames']:,} PFC "
             f"frames, {pk['pause_ns'] / 1e3:.1f} us paused")

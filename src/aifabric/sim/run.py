@@ -713,6 +713,8 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         from aifabric.sim.packet.run import DEFAULT_MAX_EVENTS, run_packet
 
         cfg = effective_packet_config(scn.packet, scn.spec.deploy)
+        if getattr(scn.spec, "transport", "roce") == "infiniband":  # credits, not PFC
+            cfg = _ib_packet_config(scn, cfg)
         run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
                          n_groups=len(gnames), progress=progress,
                          max_events=DEFAULT_MAX_EVENTS if max_events is None else max_events,
@@ -761,6 +763,23 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
     return res
+
+
+def _ib_packet_config(scn: SimScenario, cfg: Any) -> Any:
+    """The packet settings of an InfiniBand fabric
+    (:func:`aifabric.sim.packet.ibmodel.ib_packet_config`: no PFC or WRED, ``ibcc``
+    unless the scenario names a congestion control); with adaptive routing the
+    out-of-order receiver (ConnectX places AR's out-of-order packets) unless the scenario
+    sets ``packet.nic.receiver``."""
+    from aifabric.sim.packet.ibmodel import ib_packet_config
+
+    pk = scn.packet
+    explicit = "cc" in pk.model_fields_set and "algorithm" in pk.cc.model_fields_set
+    cfg = ib_packet_config(cfg, explicit_cc=explicit)
+    if scn.spec.infiniband.adaptive_routing and not (
+            "nic" in pk.model_fields_set and "receiver" in pk.nic.model_fields_set):
+        cfg = cfg.model_copy(update={"nic": cfg.nic.model_copy(update={"receiver": "ooo"})})
+    return cfg
 
 
 def _policy_label(spec: Any, policy: str) -> str:

@@ -223,5 +223,8 @@ def test_layout_columns_do_not_overlap():
     assert sorted(pi) == list(range(L.NPI)) and L.K_AR == L.K_EV + 1 and L.NKI == L.K_AR + 1
     # the UEC congestion controls' columns after those (test_uec_cc.py), then the ooo
     # receiver's coalesced ACKs (test_ooo_acks.py: its QP state in the NIC spare columns)
-    assert L.ACKCO == L.RC_PULL + 1 and L.NCI == L.ACKCO + 1 and L.NQI == L.Q_RSPEC + 1
+    assert L.ACKCO == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1
     assert (L.Q_OOON, L.Q_ACKRQ) == (L.Q_X0, L.Q_X1)
+    # InfiniBand's (test_infiniband.py) after those: 16 VL weights last
+    assert L.IB_ON == L.ACKCO + 1 and L.IB_W0 == L.IB_AR + 1 and L.NCI == L.IB_W0 + 16
+    assert L.T_CRED == L.T_DROPS + 1 and L.NPT == L.T_VTXB + 1

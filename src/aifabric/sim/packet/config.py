@@ -34,7 +34,8 @@ __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "SwitchConfig", "TimelyParams", "TrimConfig", "deployed_packet_settings",
            "effective_packet_config", "packet_config_from_dict"]
 
-CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc")
+CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc",
+            "ibcc")
 #: the largest buffer, threshold or window (bytes): 64 GiB, beyond the deepest (HBM)
 #: switch buffers
 MAX_BUFFER = 1 << 36
@@ -518,20 +519,58 @@ class RcccParams(_Strict):
                                    "starts with, x its BDP (also the most credit it holds)")
 
 
+class IbccParams(_Strict):
+    """InfiniBand congestion control (IBTA vol. 1 annex A10; ``algorithm: ibcc``, the
+    default on an InfiniBand fabric). OpenSM ships it off with every setting 0
+    (``opensm --create-config``): these defaults are aifabric's, documented in
+    docs/infiniband.md."""
+
+    threshold: int = Field(default=8, ge=0, le=15, description="switch FECN threshold "
+                           "(IBTA 0 = off .. 15 = most aggressive): a data packet joining "
+                           "an egress queue of its VL that holds more than (16 - "
+                           "threshold)/16 of one VL buffer is eligible for FECN")
+    marking_rate: int = Field(default=0, ge=0, le=0xFFFF, description="eligible packets "
+                              "between FECN marks (0: mark every eligible packet)")
+    ccti_increase: int = Field(default=1, ge=1, le=255, description="CCTI added per BECN")
+    ccti_timer: int = Field(default=10, ge=1, le=0xFFFF, description="CCTI timer, units "
+                            "of 1.024 us: CCTI drops by one each time it expires")
+    ccti_min: int = Field(default=0, ge=0, le=0x3FFF, description="the lowest CCTI (a "
+                          "floor on the delay)")
+    cct: list[Annotated[float, Field(ge=0, le=1024)]] | None = Field(
+        default=None, min_length=1, max_length=128, description="the Congestion Control "
+        "Table: entry i is the injection-rate delay at CCTI i, in wire times of the packet "
+        "sent (rate = line / (1 + entry)); default: i / 64 for i = 0..127 (CCTI 64: half "
+        "the line rate)")
+
+    @model_validator(mode="after")
+    def _table(self) -> IbccParams:
+        n = len(self.cct) if self.cct is not None else 128
+        if self.ccti_min >= n:
+            raise ValueError(f"ccti_min {self.ccti_min} is past the table's last index "
+                             f"({n - 1}); allowed: 0..{n - 1}")
+        return self
+
+    def table(self) -> list[float]:
+        """The CCT: ``cct`` or the default (entry i = i/64)."""
+        return list(self.cct) if self.cct is not None else [i / 64 for i in range(128)]
+
+
 class CcConfig(_Strict):
     """The congestion control of every QP and its parameters."""
 
     algorithm: Literal["none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc",
-                       "nscc+rccc"] = Field(
+                       "nscc+rccc", "ibcc"] = Field(
         default="dcqcn", description="nscc, rccc, nscc+rccc: the UEC 1.0 congestion "
         "controls (sender window; receiver credits; both, a packet needs window and "
-        "credit)")
+        "credit); ibcc: InfiniBand's (FECN/BECN, CCTI; the default and the only one on "
+        "an InfiniBand fabric, with none)")
     dcqcn: DcqcnParams = DcqcnParams()
     hpcc: HpccParams = HpccParams()
     timely: TimelyParams = TimelyParams()
     dctcp: DctcpParams = DctcpParams()
     nscc: NsccParams = NsccParams()
     rccc: RcccParams = RcccParams()
+    ibcc: IbccParams = IbccParams()
 
     @model_validator(mode="after")
     def _rccc_rate(self) -> CcConfig:
@@ -588,6 +627,10 @@ class PacketConfig(_Strict):
     deadlock_check_us: float = Field(default=50.0, ge=1, le=1_000_000, description="interval "
                                      "of the paused-cycle check")
     seed: int = Field(default=0, ge=0, le=(1 << 64) - 1)
+    ib_sl: dict[str, Annotated[int, Field(ge=0, le=15)]] = Field(
+        default_factory=dict, description="InfiniBand only: the service level of each "
+        "job's QPs, by job name (the job's NCCL_IB_SL; its VL is infiniband.sl2vl of it); "
+        "other traffic uses infiniband.nccl_sl")
 
     @model_validator(mode="after")
     def _check(self) -> PacketConfig:

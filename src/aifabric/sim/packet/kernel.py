@@ -33,7 +33,7 @@ from numba.core import cgutils
 from numba.core.dispatcher import Dispatcher
 from numba.extending import intrinsic
 
-from aifabric.sim.packet import heap
+from aifabric.sim.packet import heap, ib
 from aifabric.sim.packet.heap import hpop, hpush
 from aifabric.sim.packet.layout import (
     ACK,
@@ -45,6 +45,7 @@ from aifabric.sim.packet.layout import (
     CC_DCQCN,
     CC_DCTCP,
     CC_HPCC,
+    CC_IBCC,
     CC_NSCC,
     CC_NSCC_RCCC,
     CC_RCCC,
@@ -63,6 +64,8 @@ from aifabric.sim.packet.layout import (
     E_CREDIT,
     E_DCPEND,
     E_DCTIMER,
+    E_IBCCTI,
+    E_IBCRED,
     E_PAUSE,
     E_QPSTART,
     E_RTO,
@@ -94,6 +97,8 @@ from aifabric.sim.packet.layout import (
     HRXBUF,
     HSIZE,
     HT_,
+    IB_AR,
+    IB_ON,
     INT_ON,
     K_AR,
     K_AT,
@@ -274,7 +279,7 @@ from aifabric.sim.packet.layout import (
     XON,
     ZERO,
 )
-from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, nscc, rccc, timely
+from aifabric.sim.packet.transports import dcqcn, dctcp, hpcc, ibcc, nscc, rccc, timely
 
 
 # ---------------------------------------------------------------------- frames
@@ -601,14 +606,23 @@ def tx_start(S, p):
     G, CI, PI, PT, KI = S[G_], S[CI_], S[PI_], S[PT_], S[KI_]
     now = G[NOW]
     k = -1
-    for i in range(CI[NTC]):
-        tc = CI[TC0 + i]
-        if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+    ib_on = CI[IB_ON] != 0
+    if ib_on and PI[p, P_HOST] == 0:  # InfiniBand: VL arbitration
+        tc = ib.vl_pick(S, p)
+        if tc >= 0:
             k = q_popleft(PT, KI, p, tc)
             size = KI[k, K_SIZE]
             PT[p, T_QB, tc] -= size
             PI[p, P_QTOT] -= size
-            break
+    else:
+        for i in range(CI[NTC]):
+            tc = CI[TC0 + i]
+            if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+                k = q_popleft(PT, KI, p, tc)
+                size = KI[k, K_SIZE]
+                PT[p, T_QB, tc] -= size
+                PI[p, P_QTOT] -= size
+                break
     if k < 0:
         if PI[p, P_NQP] == 0:
             return
@@ -621,12 +635,16 @@ def tx_start(S, p):
         inp = KI[k, K_INP]
         if release(CI, S[NU_], PT, PI[p, P_SRC], inp, tc, size):
             send_pause(S, inp, tc, ZERO)
+        if ib_on:  # the credit of the buffer it left goes back upstream
+            ib.credit_back(S, inp, tc, size)
         if CI[ECN_DEQ] != 0 and CI[ECN_ON] != 0:  # marked on the queue it leaves behind
             wred(PI, S[PF_], KI, S[RNG_], p, k, PT[p, T_QB, tc])
         if CI[INT_ON] != 0 and KI[k, K_KIND] == DATA:
             stamp(PI, S[PF_], KI, S[KF_], p, k, now, PT[p, T_QB, tc])
     HT = S[HT_]
     end = send_frame(G, CI, PI, S[PF_], KI, HT, p, k, now)
+    if ib_on:
+        ib.on_send(S, p, k)
     if PI[p, P_NQP] > 0 or PI[p, P_QTOT] > 0:
         PI[p, P_TXEV] = 1
         hpush(HT, G, end, E_TXDONE, p, ZERO)
@@ -640,7 +658,7 @@ def pull(S, p, now):
     n = PI[p, P_NQP]
     wake = -1
     win_on = CI[WIN_ON] != 0  # a NIC window (nic.window)
-    uec = CI[CC] >= CC_NSCC  # NSCC's window, RCCC's credit
+    uec = CC_NSCC <= CI[CC] <= CC_NSCC_RCCC  # NSCC's window, RCCC's credit
     i = PI[p, P_RR]
     for _ in range(n):
         if i >= n:
@@ -1020,6 +1038,8 @@ def host_receive(S, k):
             if CI[CC] == CC_DCQCN and now - QI[q, Q_LASTCNP] >= CI[CNPGAP]:
                 QI[q, Q_LASTCNP] = now
                 reply(S, q, CNP, ZERO, CI[CTC], NIL)
+            elif CI[CC] == CC_IBCC:  # InfiniBand: a BECN for each FECN, on the QP's VL
+                reply(S, q, CNP, ZERO, QI[q, Q_TC], NIL)
         seq = KI[k, K_SEQ]
         rcv = QI[q, Q_RCVNXT]
         pay = KI[k, K_PAY]
@@ -1050,7 +1070,7 @@ def host_receive(S, k):
         else:  # a duplicate of delivered bytes
             QI[q, Q_DUP] += pay
             reply(S, q, ACK, rcv, QI[q, Q_TC], k)
-        if CI[CC] >= CC_RCCC:  # RCCC: the packet asks the receiver for credit
+        if CC_RCCC <= CI[CC] <= CC_NSCC_RCCC:  # RCCC: the packet asks the receiver for credit
             rccc.on_data(S, q, S[PI_][QR[q, 1, 0], P_SRC])
         free_pkt(S[G_], S[FREE_], k)
         return done
@@ -1246,8 +1266,11 @@ def cc_on_send(S, q, now, nbytes):
 
 @njit(cache=True, inline='always')
 def cc_on_cnp(S, q, now):
-    if S[CI_][CC] == CC_DCQCN:
+    c = S[CI_][CC]
+    if c == CC_DCQCN:
         dcqcn.on_cnp(S, q, now)
+    elif c == CC_IBCC:  # a BECN
+        ibcc.on_becn(S, q, now)
 
 
 @njit(cache=True, inline='always')
@@ -1266,7 +1289,7 @@ def cc_blocked(S, q, seq, fly):
 @njit(cache=True, inline='always')
 def cc_on_ack(S, q, now, k):
     c = S[CI_][CC]
-    if c >= CC_RCCC:  # RCCC: the first ACK ends the speculation
+    if CC_RCCC <= c <= CC_NSCC_RCCC:  # RCCC: the first ACK ends the speculation
         rccc.on_ack(S, q)
     if c in (CC_NSCC, CC_NSCC_RCCC):
         if S[KI_][k, K_KIND] == NAK:
@@ -1331,6 +1354,7 @@ def loop(S, limit, py_t, py_s):
     lb_on = CI[LB_MODE] != 0
     ev_on = CI[EV_ALG] != 0
     trim_on = CI[TRIM_ON] != 0
+    ib_on = CI[IB_ON] != 0  # InfiniBand: credits per VL, no PFC (ib.py)
     hcap = HT.shape[0] - 64
     kcap = 64
     qcap = PQ.shape[1]
@@ -1373,6 +1397,8 @@ def loop(S, limit, py_t, py_s):
             else:
                 hpush(HT, G, KI[nx, K_AT], E_ARRIVE, inp, ZERO)
             if PI[inp, P_BH] != 0:  # a black-holed link: the frame is lost
+                if ib_on:
+                    ib.credit_back(S, inp, KI[k, K_TC], KI[k, K_SIZE])
                 PI[inp, P_DROPS] += 1
                 PT[inp, T_DROPS, KI[k, K_TC]] += 1
                 G[DROPS] += 1
@@ -1384,8 +1410,12 @@ def loop(S, limit, py_t, py_s):
             KI[k, K_HOP] = hop
             if hop >= QI[q, Q_LEN]:
                 if rx_on and KI[k, K_KIND] == DATA and PI[inp, P_HOST] == 0:
+                    if ib_on:  # into the HCA's receive buffer: within its credits
+                        ib.admit(S, inp, KI[k, K_TC], KI[k, K_SIZE])
                     rx_arrive(S, k, inp)  # from the network (not NVLink, PCIe)
                     continue
+                if ib_on:  # the HCA takes it: its buffer's credit goes back
+                    ib.credit_back(S, inp, KI[k, K_TC], KI[k, K_SIZE])
                 done = host_receive(S, k)
                 if done >= 0:
                     G[RET] = done
@@ -1393,7 +1423,11 @@ def loop(S, limit, py_t, py_s):
                     return R_DONE
                 continue
             if lb_on and LBT[PI[inp, P_DST]] >= 0:  # at a switch: per packet
-                p = lb_pick(CI, PI, QI, QR, LBT, RNG, q, rev, hop, PI[inp, P_DST], t)
+                if CI[IB_AR] != 0:  # InfiniBand AR: queue and credit state
+                    p = ib.ar_pick(CI, PI, PT, QI, QR, LBT, q, rev, hop, PI[inp, P_DST],
+                                   KI[k, K_TC])
+                else:
+                    p = lb_pick(CI, PI, QI, QR, LBT, RNG, q, rev, hop, PI[inp, P_DST], t)
             elif ev_on and KI[k, K_EV] >= 0 and LBT[PI[inp, P_DST]] >= 0:
                 p = ev_pick(CI, QI, QR, LBT, q, rev, hop, PI[inp, P_DST],
                             KI[k, K_EV])  # the switch's hash
@@ -1402,6 +1436,8 @@ def loop(S, limit, py_t, py_s):
             tc = KI[k, K_TC]
             size = KI[k, K_SIZE]
             if PI[p, P_HOST] != 0:  # a NIC forwarding (not used by routes from the router)
+                if ib_on:
+                    ib.credit_back(S, inp, tc, size)
                 q_append(PT, KI, p, tc, k)
                 PT[p, T_QB, tc] += size
                 PI[p, P_QTOT] += size
@@ -1428,7 +1464,10 @@ def loop(S, limit, py_t, py_s):
                     PI[p, P_TRIMS] += 1
                     G[TRIMS] += 1
             to_h = False
-            if LL[tc] != 0:
+            if ib_on:  # InfiniBand: the sender had credit for it; FECN
+                ib.admit(S, inp, tc, size)
+                ib.fecn(S, p, k, qb)
+            elif LL[tc] != 0:
                 ing = PT[inp, T_ING, tc]
                 hd = PT[inp, T_HDRM, tc]
                 thr = alpha * free if free > 0 else 0.0
@@ -1459,6 +1498,9 @@ def loop(S, limit, py_t, py_s):
                     stamp(PI, PF, KI, KF, p, k, t, ZERO)
                 PT[inp, T_ING, tc] -= size
                 send_frame(G, CI, PI, PF, KI, HT, p, k, t)
+                if ib_on:
+                    ib.credit_back(S, inp, tc, size)
+                    ib.on_send(S, p, k)
                 continue
             if to_h:
                 PT[inp, T_HDRM, tc] += size
@@ -1485,14 +1527,20 @@ def loop(S, limit, py_t, py_s):
             if PI[p, P_HOST] != 0:
                 tx_start(S, p)
                 continue
-            # a switch port: the highest unpaused class with a frame
+            # a switch port: the highest unpaused class with a frame (InfiniBand: the VL
+            # arbitration's)
             k = -1
             tc = 0
-            for i in range(ntc):
-                tc = CI[TC0 + i]
-                if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+            if ib_on:
+                tc = ib.vl_pick(S, p)
+                if tc >= 0:
                     k = q_popleft(PT, KI, p, tc)
-                    break
+            else:
+                for i in range(ntc):
+                    tc = CI[TC0 + i]
+                    if PT[p, T_QH, tc] >= 0 and PT[p, T_PAUSED, tc] == 0:
+                        k = q_popleft(PT, KI, p, tc)
+                        break
             if k < 0:
                 continue
             size = KI[k, K_SIZE]
@@ -1506,6 +1554,9 @@ def loop(S, limit, py_t, py_s):
             if int_on and KI[k, K_KIND] == DATA:
                 stamp(PI, PF, KI, KF, p, k, t, PT[p, T_QB, tc])
             end = send_frame(G, CI, PI, PF, KI, HT, p, k, t)
+            if ib_on:
+                ib.credit_back(S, inp, tc, size)
+                ib.on_send(S, p, k)
             if PI[p, P_QTOT] > 0:
                 PI[p, P_TXEV] = 1
                 hpush(HT, G, end, E_TXDONE, p, ZERO)
@@ -1531,8 +1582,18 @@ def loop(S, limit, py_t, py_s):
             q, g = rccc.grant(S, a, t)
             if q >= 0:
                 reply(S, q, CREDIT, g, CI[CTC], NIL)
+        elif kind == E_IBCRED:  # InfiniBand: credit back at port a
+            if ib.credit_arrive(S, a, b):
+                kick(S, a)
+        elif kind == E_IBCCTI:  # InfiniBand: QP a's CCTI timer
+            if ibcc.timer(S, a, t):
+                kick(S, QI[a, Q_PORT])
         elif kind == E_RXDONE:
-            done = host_receive(S, rx_done(S, a))
+            k = rx_done(S, a)
+            if ib_on:  # out of the HCA's receive buffer: the credit goes back
+                PT[KI[k, K_INP], T_ING, KI[k, K_TC]] -= KI[k, K_SIZE]
+                ib.credit_back(S, KI[k, K_INP], KI[k, K_TC], KI[k, K_SIZE])
+            done = host_receive(S, k)
             if done >= 0:
                 G[RET] = done
                 G[COUNT] += n
@@ -1543,7 +1604,7 @@ def loop(S, limit, py_t, py_s):
 def _sources_digest() -> str:
     here = Path(__file__).parent
     h = hashlib.sha256()
-    for f in (here / "layout.py", here / "heap.py", here / "kernel.py",
+    for f in (here / "layout.py", here / "heap.py", here / "kernel.py", here / "ib.py",
               *sorted((here / "transports").glob("*.py"))):
         h.update(f.read_bytes())
     return h.hexdigest()
@@ -1554,7 +1615,7 @@ def _drop_stale_cache() -> None:
     also holds the functions it calls (heap, transports) and the layout's constants:
     when any of these files changed since the cache was written, empty the cache of
     every compiled function of the core (they compile again on first use)."""
-    mods = (sys.modules[__name__], heap, dcqcn, dctcp, hpcc, nscc, rccc, timely)
+    mods = (sys.modules[__name__], heap, ib, dcqcn, dctcp, hpcc, ibcc, nscc, rccc, timely)
     disp = {id(v): v for m in mods for v in vars(m).values() if isinstance(v, Dispatcher)}
     try:
         stamp = Path(run._cache._cache_path) / "aifabric-packet-core.sha256"

@@ -65,7 +65,15 @@ NG = 11
  RC_PULL) = range(70, 79)
 # the ooo receiver's ACKs (nic.ooo_acks): 0 per_packet, 1 coalesced (uet-htsim's UecSink)
 ACKCO = 79
-NCI = 80
+# InfiniBand's link model (issue 27 item 3; :mod:`aifabric.sim.packet.ib`): on, the
+# largest frame (a VL sends while its credit holds one), the flow-control packet's bytes,
+# FECN marking (queue threshold in bytes, mark every n-th eligible packet, 0: off),
+# CCTI timer (ps), increase, limit, minimum, the CCT's first entry in LBT, adaptive
+# routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn)
+(IB_ON, IB_MAXF, IB_FCPB, IB_FTHR, IB_FRATE, IB_CCTT, IB_CCTINC, IB_CCTLIM, IB_CCTMIN,
+ IB_CCT0, IB_AR) = range(80, 91)
+IB_W0 = 91
+NCI = IB_W0 + 16
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
@@ -84,6 +92,7 @@ NCF = 31
 # congestion-control codes (CI[CC]), in the order of config.CC_NAMES
 CC_NONE, CC_DCQCN, CC_HPCC, CC_TIMELY, CC_DCTCP = range(5)
 CC_NSCC, CC_RCCC, CC_NSCC_RCCC = range(5, 8)
+CC_IBCC = 8  # InfiniBand congestion control (FECN/BECN, CCTI; transports/ibcc.py)
 # ---------------------------------------------------------------------- PI: port ints
 # (numbered so that what a frame's hop reads of its ingress and egress port lies in two
 # cache lines of the row: numpy starts a large array 16 bytes into a line, so columns
@@ -97,7 +106,10 @@ CC_NSCC, CC_RCCC, CC_NSCC_RCCC = range(5, 8)
 (P_KMAX, P_LPROP, P_X1, P_HEADROOM) = range(19, 23)
 # data packets this port trimmed (packet.switch.trim)
 P_TRIMS = 23
-NPI = 24
+# InfiniBand (ib.py): the VL arbitration's current VL and the weight left of its turn
+# (bytes), FECN's count of eligible packets since the last mark
+(P_VLCUR, P_VLREM, P_FECNC) = range(24, 27)
+NPI = 27
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC
@@ -106,7 +118,13 @@ NPF = 4
 # of the ingress bytes (T_ING) of a lossless class, those in the PFC headroom; frames
 # dropped at this egress port per class
 T_HDRM, T_DROPS = range(12, 14)
-NPT = 14
+# InfiniBand (ib.py), per (arc, VL): the credit the sending port holds for the buffer at
+# the arc's end (bytes), that buffer's size (the VL's credits x 64), the time the VL had
+# no credit for a full packet (ps, total and the longest stretch) and since when, the
+# peak bytes the buffer held (T_ING's; never above its size), the bytes the port sent on
+# the VL
+(T_CRED, T_CLIM, T_CBLKPS, T_CBLONG, T_CBSINCE, T_INGPEAK, T_VTXB) = range(14, 21)
+NPT = 21
 # NU per node: shared-buffer bytes used, PFC headroom reserved (switches); a NIC's receive
 # buffer (nic.rx_gbps): bytes held, when its drain is free, FIFO head/tail (pool rows),
 # XOFF/XON thresholds, the one arc into it (-1: several); the switch's buffer (bytes) and
@@ -181,6 +199,9 @@ NQF = 12
 E_ARRIVE, E_TXDONE, E_QPSTART, E_RTO, E_WAKE, E_PAUSE, E_DCPEND, E_DCTIMER, E_RXDONE = (
     np.arange(9, dtype=np.int64))
 E_CREDIT = np.int64(9)  # RCCC: a receiver's credit pacer may grant
+# InfiniBand: credits come back to a port (a flow-control packet: a = port, b = bytes x
+# 16 + VL); a QP's CCTI timer expires (a = QP)
+E_IBCRED, E_IBCCTI = np.int64(10), np.int64(11)
 DATA, ACK, NAK, CNP = np.arange(4, dtype=np.int64)
 # a trimmed data packet (its header: seq and payload length kept, the payload cut) and
 # the receiver's NACK of it (seq: the trimmed packet's, not cumulative)

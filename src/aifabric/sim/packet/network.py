@@ -115,7 +115,8 @@ def _port_tc(col: int) -> property:
 class Port:
     """The egress side of one arc, and the ingress accounting of that arc at the node it
     enters (``ing``/``xoff``: bytes held per priority and whether XOFF was sent). Counters
-    are read live from the network's arrays; per-class ones are lists of 8."""
+    are read live from the network's arrays; per-class ones are lists of 8 (of 16 VLs on
+    InfiniBand)."""
 
     __slots__ = ("arc", "dst", "gbps", "host", "net", "pid", "prop_ps", "ps_per_byte",
                  "src", "tcs")
@@ -157,7 +158,8 @@ class Port:
     def queues(self) -> list[list[Packet]]:
         """The frames waiting per traffic class, head first."""
         net = self.net
-        return [[net.packet(k) for k in net.queue_ids(self.pid, tc)] for tc in range(8)]
+        return [[net.packet(k) for k in net.queue_ids(self.pid, tc)]
+                for tc in range(net.PT.shape[2])]  # 8 classes; 16 VLs on InfiniBand
 
 
 def _qp_int(col: int) -> property:
@@ -274,8 +276,10 @@ class Network:
                  arc_delay_ns: Sequence[float], is_host: Sequence[bool],
                  used_arcs: Sequence[int], node_names: Sequence[str] | None = None,
                  buffers: SwitchBuffers | None = None, lb: Any = None,
-                 entropy: Any = None) -> None:
+                 entropy: Any = None, ib: Any = None) -> None:
         K = _kernel()
+        #: InfiniBand's link model (:class:`aifabric.sim.packet.ibmodel.IbLink`; None: RoCE)
+        self.ib = ib
         #: node names for messages (default: n<index>)
         self.node_names = list(node_names) if node_names is not None else \
             [f"n{i}" for i in range(len(is_host))]
@@ -289,9 +293,12 @@ class Network:
         self.ack_bytes = nic.ack_bytes
         self.data_tc = nic.dscp_to_tc.get(nic.dscp, 0)
         self.cnp_tc = nic.dscp_to_tc.get(nic.cnp_dscp, 0)
+        if ib is not None:  # the classes are VLs: the default SL's, BECNs on it too
+            self.data_tc = self.cnp_tc = ib.vl(ib.sl)
         pfc = cfg.pfc
-        self.lossless = [False] * 8
-        if pfc.enabled:
+        n_cls = 8 if ib is None else 16
+        self.lossless = [False] * n_cls
+        if pfc.enabled and ib is None:
             for prio in pfc.priorities:
                 self.lossless[prio] = True
         self.cc_name = cfg.cc.algorithm
@@ -299,6 +306,8 @@ class Network:
         self.is_host = list(map(bool, is_host))
         n_nodes = len(self.is_host)
         tcs = sorted({self.data_tc, self.cnp_tc}, reverse=True)
+        if ib is not None:
+            tcs = ib.vls()
         self.tcs = tcs
         arcs = sorted({int(x) for x in used_arcs} | {int(x) ^ 1 for x in used_arcs})
         self.pid = {a: i for i, a in enumerate(arcs)}
@@ -307,7 +316,7 @@ class Network:
         self.PF = PF = np.zeros((P, L.NPF), dtype=np.float64)
         # stored class-major (port x TC x field) and seen as port x field x TC: the
         # fields of one (port, class) that the loop touches per frame share a cache line
-        self.PT = PT = np.zeros((P, 8, L.NPT), dtype=np.int64).transpose(0, 2, 1)
+        self.PT = PT = np.zeros((P, n_cls, L.NPT), dtype=np.int64).transpose(0, 2, 1)
         PT[:, L.T_QH] = -1
         PT[:, L.T_QT] = -1
         self.ports: dict[int, Port] = {}
@@ -341,6 +350,10 @@ class Network:
         self.CF = self._float_settings(cfg)
         _transports().set_params(self.cc_name, self.CI, self.CF, cfg.cc)
         self.LL = np.array(self.lossless, dtype=np.int64)
+        if ib is not None:
+            from aifabric.sim.packet.ibmodel import setup
+
+            setup(self, ib)
         lb_seed = cfg.seed if cfg.lb.seed is None else cfg.lb.seed
         self.RNG = np.array([cfg.seed & ((1 << 64) - 1),
                              (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1),
@@ -745,7 +758,7 @@ class Network:
     def add_qp(self, route: Sequence[int], size_bytes: int, start_ps: int = 0,
                on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
                ack_route: Sequence[int] | None = None,
-               header: tuple[int, int, int] | None = None) -> QP:
+               header: tuple[int, int, int] | None = None, sl: int | None = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs), starting at ``start_ps``.
 
         ``ack_route``: the arcs its ACKs, NAKs and CNPs take from the receiver back to a
@@ -754,12 +767,22 @@ class Network:
 
         ``header``: the QP's (source IP, destination IP, UDP source port) as the switches
         hash them (NIC-side spraying, ``nic.entropy``); None: IPs from the end nodes'
-        numbers, the source port from the QP's number (0xC000 | 14 bits)."""
+        numbers, the source port from the QP's number (0xC000 | 14 bits).
+
+        ``sl``: on InfiniBand, the QP's service level (one of the run's ``IbLink.sls``;
+        None: ``IbLink.sl``); its VL is the QP's class."""
         K = self.K
+        tc = self.data_tc
+        if sl is not None:
+            if self.ib is None or sl not in self.ib.sls:
+                have = "none: not InfiniBand" if self.ib is None else self.ib.sls
+                raise SpecError(Problem("sl", f"SL {sl} is not one of this run's ({have}); "
+                                        "allowed: an SL the run was built with"))
+            tc = self.ib.vl(sl)
         route = tuple(int(a) for a in route)
         q = len(self.qps)
         back = None if ack_route is None else self._check_ack_route(route, ack_route)
-        qp = QP(self, q, route, int(size_bytes), self.data_tc, back)
+        qp = QP(self, q, route, int(size_bytes), tc, back)
         qp.on_done, qp.tag = on_done, tag
         qp.path = tuple(self.ports[a] for a in route)
         qp.rpath = tuple(self.ports[a] for a in qp.rroute)

@@ -45,6 +45,8 @@ def attach_packet_results(res: SimResult, run: PacketRun, dag: Any = None) -> Si
         res.tables["packet_fct"] = dict(run.fct)
     if run.reorder:
         res.tables["packet_reorder"] = dict(run.reorder)
+    if run.credit_waits:  # InfiniBand: per (port, VL) the time without credit
+        res.tables["packet_credit_waits"] = dict(run.credit_waits)
     n = len(pz.get("port", ()))
     res.summary["packet"] = {
         **run.counters, "alarms": list(run.alarms),

@@ -56,6 +56,9 @@ class PacketRun(FlowRun):
     #: each QP's reorder distance distribution (:meth:`PacketSim.reorder_histogram`;
     #: empty when reordering is not reported)
     reorder: dict[str, np.ndarray] = field(default_factory=dict)
+    #: InfiniBand: per (port, VL) the time without credit
+    #: (:func:`aifabric.sim.packet.ibmodel.credit_waits`; empty on RoCE)
+    credit_waits: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
@@ -326,9 +329,16 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     routes = flow_routes(f, paths)
     backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
                                                  failures=failures, seed=seed, pinned=pinned)
+    ib = _ib_link(f, cfg, dag)
+    if ib is not None:  # no PFC, no WRED; ibcc unless none (simulate refuses a RoCE CC)
+        from aifabric.sim.packet.ibmodel import ib_packet_config
+
+        cfg = ib_packet_config(cfg, explicit_cc=cfg.cc.algorithm in ("ibcc", "none"))
+    if ib is not None and ib.adaptive and cfg.lb.mode is None:  # AR: per packet
+        cfg = cfg.model_copy(update={"lb": cfg.lb.model_copy(update={"mode": "adaptive"})})
     cfg = lb_config(cfg, routing if routing is not None else f.spec.routing)
     pol = routing if routing is not None else f.spec.routing
-    sim = _make_sim(f, cfg, routes, rev_routes, failures, pol)
+    sim = _make_sim(f, cfg, routes, rev_routes, failures, pol, ib)
     headers: list[tuple[int, int, int] | None] = [None] * len(routes)
     if cfg.nic.entropy.algorithm != "fixed":
         headers = flow_headers(f, dag, len(routes), pol, failures=failures, seed=seed,
@@ -340,23 +350,58 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     drive = _DagDriver(dag, sim, routes, backs, np.asarray(paths.conn_ptr, dtype=np.int64),
                        xfer_conn, progress)
     drive.headers = headers
+    if ib is not None and cfg.ib_sl:  # each job's SL
+        drive.stage_sl = [cfg.ib_sl.get(dag.jobs[j]) if j >= 0 else None
+                          for j in dag.stage_job.tolist()]
     drive.run()
     arc_bytes, peak, q_peak = _arc_totals(sim, cap)
     tl, tg = _timeline(sim, len(cap), arc_group, n_groups)
     names = f.nodes.name
     dr = drive
+    ib_out: dict[str, Any] = {}
+    waits: dict[str, np.ndarray] = {}
+    if ib is not None:
+        from aifabric.sim.packet.ibmodel import credit_waits, summary
+
+        ib_out = {"infiniband": summary(sim, ib)}
+        waits = credit_waits(sim)
     return PacketRun(
         dr.st_start, dr.st_end, dr.x_start, dr.x_end,
         np.where(np.isfinite(dr.x_minr), dr.x_minr, np.nan),
         _bottlenecks(routes, dr.conn_ptr, xfer_conn, q_peak, dag.n_transfers),
         arc_bytes, peak, tl, tg,
         sim.events, 0, 0, port_series=sim.port_series(), qp_series=sim.qp_series(),
-        counters={**sim.counters(), "ack_paths": {"mode": cfg.nic.ack_path, **ack_info}},
+        counters={**sim.counters(), "ack_paths": {"mode": cfg.nic.ack_path, **ack_info},
+                  **ib_out},
         ack_routes=rev_routes, deadlocks=[{k: v for k, v in d.items() if k != "arcs_set"}
                                             for d in sim.deadlocks],
         alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
         reorder=sim.reorder_histogram() if sim.reports_reorder else {},
-        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports})
+        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports},
+        credit_waits=waits)
+
+
+def _ib_link(f: Fabric, cfg: PacketConfig, dag: TransferDAG) -> Any:
+    """InfiniBand's link model of ``f`` (:class:`aifabric.sim.packet.ibmodel.IbLink`
+    from its spec's ``infiniband`` block, with the SLs of ``packet.ib_sl``), or None on
+    RoCE. ``ib_sl`` naming no job of the run, or on RoCE, is refused."""
+    ib_on = getattr(f.spec, "transport", "roce") == "infiniband"
+    if cfg.ib_sl:
+        if not ib_on:
+            raise SpecError(Problem("packet.ib_sl", "service levels are InfiniBand's; "
+                                    "allowed on this RoCE fabric: none (nic.dscp sets "
+                                    "the traffic class)"))
+        for name in cfg.ib_sl:
+            if name not in dag.jobs:
+                raise SpecError(Problem(f"packet.ib_sl.{name}", (
+                    f"no job named {name!r} in this run; allowed: "
+                    f"{', '.join(dag.jobs) or 'none (the run has no jobs)'}")))
+    if not ib_on:
+        return None
+    from aifabric.sim.packet.ibmodel import IbLink
+
+    ib = f.spec.infiniband
+    return IbLink.from_spec(ib, sls=[ib.nccl_sl, *cfg.ib_sl.values()])
 
 
 def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
@@ -389,7 +434,7 @@ def lb_config(cfg: PacketConfig, routing: Any) -> PacketConfig:
 
 def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
               rev_routes: list[tuple[int, ...]], failures: Any = None,
-              routing: Any = None) -> PacketSim:
+              routing: Any = None, ib: Any = None) -> PacketSim:
     """The packet simulator of ``f`` with ports on the arcs of the routes and the
     switches' buffers of :func:`switch_buffers`; with ``packet.lb`` spray or adaptive,
     or NIC-side spraying (``nic.entropy``), the Fabric's ECMP groups toward every
@@ -419,7 +464,7 @@ def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
     return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
                      arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
                      used_arcs=sorted(used), node_names=[str(x) for x in f.nodes.name],
-                     buffers=switch_buffers(f, cfg), lb=lb, entropy=ent)
+                     buffers=switch_buffers(f, cfg), lb=lb, entropy=ent, ib=ib)
 
 
 def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
@@ -479,6 +524,8 @@ class _DagDriver:
         self.stages_left = S
         #: per flow row: the header the switches hash (NIC-side spraying; None: unknown)
         self.headers: list[tuple[int, int, int] | None] = [None] * len(routes)
+        #: per stage: the InfiniBand SL of its QPs (``packet.ib_sl``; None: the default)
+        self.stage_sl: list[int | None] | None = None
         sim.keep_running = lambda: self.stages_left > 0
 
     def run(self) -> None:
@@ -511,10 +558,11 @@ class _DagDriver:
                 self.x_start[x] = t
             self.x_qps_left[x] = k
             self.x_rep_end[x] = t
+            sl = self.stage_sl[s] if self.stage_sl is not None else None
             for j, r in enumerate(rows):
                 part = size // k + (1 if j < size % k else 0)
                 sim.add_flow(self.routes[r], part, on_done=self.qp_done, tag=(s, x),
-                             ack_route=self.backs[r], header=self.headers[r])
+                             ack_route=self.backs[r], header=self.headers[r], sl=sl)
             n += 1
         self.outstanding[s] = n
         if n == 0:

@@ -38,12 +38,15 @@ class PacketSim:
                  is_host: Sequence[bool], used_arcs: Sequence[int],
                  node_names: Sequence[str] | None = None,
                  buffers: SwitchBuffers | None = None, lb: LbGroups | None = None,
-                 entropy: Any = None) -> None:
+                 entropy: Any = None, ib: Any = None) -> None:
         self.cfg = cfg
+        #: InfiniBand's link model (:class:`~aifabric.sim.packet.ibmodel.IbLink`)
+        self.ib = ib
         self.ev = EventList()
         self.net = Network(self.ev, cfg, arc_src=arc_src, arc_dst=arc_dst, arc_gbps=arc_gbps,
                            arc_delay_ns=arc_delay_ns, is_host=is_host, used_arcs=used_arcs,
-                           node_names=node_names, buffers=buffers, lb=lb, entropy=entropy)
+                           node_names=node_names, buffers=buffers, lb=lb, entropy=entropy,
+                           ib=ib)
         self.names = self.net.node_names
         self.pending = 0
         self.keep_running: Callable[[], bool] = lambda: self.pending > 0
@@ -71,11 +74,12 @@ class PacketSim:
     def add_flow(self, route: Sequence[int], size_bytes: int, start_ns: float = 0.0,
                  on_done: Callable[[QP], None] | None = None, tag: Any = None, *,
                  ack_route: Sequence[int] | None = None,
-                 header: tuple[int, int, int] | None = None) -> QP:
+                 header: tuple[int, int, int] | None = None, sl: int | None = None) -> QP:
         """A QP sending ``size_bytes`` along ``route`` (arcs) from ``start_ns``; its ACKs,
         NAKs and CNPs come back along ``ack_route`` (as many hops as ``route``; None:
         ``route`` reversed); ``header``: its (source IP, destination IP, UDP source port)
-        as the switches hash them (NIC-side spraying; see :meth:`Network.add_qp`)."""
+        as the switches hash them (NIC-side spraying; see :meth:`Network.add_qp`);
+        ``sl``: its InfiniBand service level (see :meth:`Network.add_qp`)."""
         self.pending += 1
 
         def done(qp: QP) -> None:
@@ -87,7 +91,7 @@ class PacketSim:
 
         return self.net.add_qp(route, size_bytes, int(start_ns * PS_PER_NS) +
                                (self.ev.now if start_ns == 0 else 0), done, tag,
-                               ack_route=ack_route, header=header)
+                               ack_route=ack_route, header=header, sl=sl)
 
     def blackhole(self, arcs: Sequence[int]) -> None:
         """Frames sent over ``arcs`` are lost while the switches keep forwarding onto them
@@ -500,6 +504,10 @@ class PacketSim:
                        + (" (overcommitted buffers: pfc.allow_overcommit)"
                           if self.net.overcommit else ""))
         for d in self.deadlocks:
+            if self.ib is not None:  # InfiniBand: the same gate, credits not PFC
+                out.append(f"credit deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of "
+                           f"queues without credit {' => '.join(d['ports'])}")
+                continue
             out.append(f"PFC deadlock at {d['time_ns'] / 1e3:.1f} us: cycle of paused "
                        f"queues {' => '.join(d['ports'])}")
         wd = self.cfg.pfc.watchdog_ms
@@ -629,16 +637,21 @@ class Topology:
         """The arcs along a node sequence."""
         return [self._arc[(u, v)] for u, v in itertools.pairwise(nodes)]
 
-    def sim(self, cfg: PacketConfig | None = None, routing: Any = None) -> PacketSim:
+    def sim(self, cfg: PacketConfig | None = None, routing: Any = None,
+            ib: Any = None) -> PacketSim:
         """The simulator of this network; with ``packet.lb`` spray or adaptive, its
         switches balance over every shortest path toward each host
         (:func:`~aifabric.sim.packet.lb.shortest_groups`); with ``nic.entropy`` other
         than fixed they hash each packet's entropy value over those paths with
         ``routing``'s hash settings (a :class:`~aifabric.spec.models.Routing`; None: its
-        defaults)."""
+        defaults). ``ib``: InfiniBand's link model
+        (:class:`~aifabric.sim.packet.ibmodel.IbLink`; its ``adaptive``: the switches'
+        AR groups are those shortest paths)."""
         cfg = cfg or PacketConfig()
         lb = ent = None
         ev_on = cfg.nic.entropy.algorithm != "fixed"
+        if ib is not None and ib.adaptive and cfg.lb.mode is None:
+            cfg = cfg.model_copy(update={"lb": cfg.lb.model_copy(update={"mode": "adaptive"})})
         if cfg.lb.mode in ("spray", "adaptive") or ev_on:
             lb = shortest_groups(self.arc_src, self.arc_dst, self.is_host,
                                  [i for i, h in enumerate(self.is_host) if h])
@@ -649,4 +662,4 @@ class Topology:
         return PacketSim(cfg, arc_src=self.arc_src, arc_dst=self.arc_dst,
                          arc_gbps=self.arc_gbps, arc_delay_ns=self.arc_delay_ns,
                          is_host=self.is_host, used_arcs=range(len(self.arc_src)),
-                         node_names=self.names, lb=lb, entropy=ent)
+                         node_names=self.names, lb=lb, entropy=ent, ib=ib)

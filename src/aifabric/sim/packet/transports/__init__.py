@@ -20,13 +20,14 @@ import numpy as np
 
 from aifabric.sim.packet.config import CC_NAMES
 from aifabric.sim.packet.layout import CC, MTU
-from aifabric.sim.packet.transports import base, dcqcn, dctcp, hpcc, nscc, rccc, timely
+from aifabric.sim.packet.transports import base, dcqcn, dctcp, hpcc, ibcc, nscc, rccc, timely
 
 __all__ = ["FIELDS", "init_cc", "set_params"]
 
 FIELDS = {"none": base.FIELDS, "dcqcn": dcqcn.FIELDS, "hpcc": hpcc.FIELDS,
           "timely": timely.FIELDS, "dctcp": dctcp.FIELDS, "nscc": nscc.FIELDS,
-          "rccc": rccc.FIELDS, "nscc+rccc": {**nscc.FIELDS, **rccc.FIELDS}}
+          "rccc": rccc.FIELDS, "nscc+rccc": {**nscc.FIELDS, **rccc.FIELDS},
+          "ibcc": ibcc.FIELDS}
 
 
 def set_params(name: str, ci: np.ndarray, cf: np.ndarray, cfg: Any) -> None:
@@ -56,6 +57,8 @@ def init_cc(name: str, cfg: Any, qi: np.ndarray, qf: np.ndarray, line: float,
             nscc.init(qi, qf, ci, cf, cfg.nscc, line, base_rtt_ps, mtu)
         if "rccc" in name:
             rccc.init(qi, qf, cfg.rccc, line, base_rtt_ps, mtu)
+    elif name == "ibcc":
+        ibcc.init(qi, qf, line)
     elif name == "dcqcn":
         dcqcn.init(qi, qf, cfg.dcqcn, line)
     elif name == "hpcc":

@@ -1,0 +1,244 @@
+"""InfiniBand's link model in the packet simulator, the Python side (issue 27 item 3):
+the settings (:class:`IbLink`, from a spec's ``infiniband`` block and the packet
+section's ``cc.ibcc``), the checks, the arrays the compiled core reads
+(:func:`setup`) and the per-VL report (:func:`credit_waits`, :func:`summary`). The
+compiled part is :mod:`aifabric.sim.packet.ib` (credits, VL arbitration, FECN, adaptive
+routing) and :mod:`aifabric.sim.packet.transports.ibcc` (the sender's CCTI).
+
+On an InfiniBand fabric the core's traffic classes are VLs: a QP's service level picks
+its VL through the SL-to-VL table; each port sends a packet of VL v only with credit for
+it in the buffer of v at the other end of the link (no drops, no PFC: the packet
+configuration's PFC, ECN/WRED, trimming and host PFC do not apply and are switched off,
+:func:`ib_packet_config`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aifabric.errors import Problem, SpecError
+from aifabric.sim.packet import layout as L
+
+__all__ = ["CREDIT_BYTES", "FCP_BYTES", "IbLink", "credit_waits", "ib_packet_config",
+           "setup", "summary"]
+
+#: one flow-control credit: 64 bytes of receive buffer (IBTA vol. 1, 7.9.4)
+CREDIT_BYTES = 64
+#: a flow-control packet on the wire (IBTA vol. 1, 7.9.4: 6 bytes of FCP; with its
+#: start/end delimiters, 8)
+FCP_BYTES = 8
+#: the CCTI timer's unit (IBTA annex A10: 1.024 us)
+CCTI_TIMER_PS = 1_024_000
+
+
+@dataclass
+class IbLink:
+    """The InfiniBand link model of a packet run."""
+
+    #: data VLs per port
+    data_vls: int = 8
+    #: VL of each of the 16 SLs
+    sl2vl: list[int] = field(default_factory=lambda: [sl % 8 for sl in range(16)])
+    #: receive buffer of each data VL, in 64-byte credits
+    credits: list[int] = field(default_factory=lambda: [512] * 8)
+    #: VL arbitration weight of each data VL (64-byte units per turn)
+    weights: list[int] = field(default_factory=lambda: [64] * 8)
+    #: the SL of QPs that do not name one (NCCL_IB_SL)
+    sl: int = 0
+    #: the SLs QPs of this run may use (their VLs are the run's classes)
+    sls: list[int] = field(default_factory=lambda: [0])
+    #: per-packet adaptive routing (the switches' AR groups: least-hop ports)
+    adaptive: bool = False
+    #: where the credit settings come from (error messages)
+    source: str = "infiniband"
+
+    @classmethod
+    def from_spec(cls, ib: Any, sls: list[int] | None = None) -> IbLink:
+        """From a spec's ``infiniband`` block; ``sls``: the SLs the run's QPs use (default:
+        ``nccl_sl``). Without ``vl_credits`` the port's buffer (``port_buffer_kb``) is
+        split evenly over the VLs in use, as a switch's shared buffer gives the lanes
+        that carry traffic their room; with it, each VL has its own credits."""
+        s = [ib.nccl_sl] if sls is None else sorted(set(sls))
+        credits = ib.credits()
+        if ib.vl_credits is None:  # the port's buffer over the VLs in use (shared buffer)
+            used = sorted({ib.sl_to_vl()[x] for x in s})
+            per = ib.port_buffer_kb * 1024 // CREDIT_BYTES // len(used)
+            credits = [per if v in used else 0 for v in range(ib.data_vls)]
+        return cls(data_vls=ib.data_vls, sl2vl=ib.sl_to_vl(), credits=credits,
+                   weights=ib.weights(), sl=ib.nccl_sl, sls=s,
+                   adaptive=bool(ib.adaptive_routing),
+                   source="infiniband.vl_credits" if ib.vl_credits is not None
+                   else "infiniband.port_buffer_kb")
+
+    def vl(self, sl: int) -> int:
+        return int(self.sl2vl[sl])
+
+    def vls(self) -> list[int]:
+        """The VLs in use (those of :attr:`sls`), ascending."""
+        return sorted({self.vl(s) for s in self.sls})
+
+    def check(self, max_frame: int) -> None:
+        """Every VL in use can hold one packet of ``max_frame`` bytes and gets a turn of
+        the VL arbitration; one line per problem, naming the field."""
+        probs = []
+        for v in self.vls():
+            if self.credits[v] * CREDIT_BYTES < max_frame:
+                need = -(-max_frame // CREDIT_BYTES)
+                where = f"infiniband.vl_credits.{v}" if self.source == \
+                    "infiniband.vl_credits" else "infiniband.port_buffer_kb"
+                probs.append(Problem(where, (
+                    f"VL {v} has {self.credits[v]} credits ({self.credits[v] * 64:,} "
+                    f"bytes), less than one packet ({max_frame:,} bytes: MTU payload + "
+                    f"headers): the link could never send it; allowed: at least {need} "
+                    f"credits per VL in use")))
+            if self.weights[v] <= 0:
+                sls = ", ".join(str(s) for s in self.sls if self.vl(s) == v)
+                probs.append(Problem(f"infiniband.vl_weights.{v}", (
+                    f"VL {v} carries traffic (SL {sls}) but has weight 0: the VL "
+                    "arbitration would never serve it; allowed: 1..255")))
+        if probs:
+            raise SpecError(probs)
+
+
+def ib_packet_config(cfg: Any, *, explicit_cc: bool) -> Any:
+    """``cfg`` (a :class:`~aifabric.sim.packet.config.PacketConfig`) for an InfiniBand
+    fabric: no PFC (lossless by credits), no WRED/ECN (switches mark FECN), no host
+    PFC; the congestion control ``ibcc`` unless the scenario named one
+    (``explicit_cc``). Refused (one line, the field): a RoCE congestion control, packet
+    trimming (a lossy Ethernet mode)."""
+    cc = cfg.cc
+    if explicit_cc and cc.algorithm not in ("ibcc", "none"):
+        raise SpecError(Problem("packet.cc.algorithm", (
+            f"{cc.algorithm} is a RoCE congestion control; allowed on an InfiniBand "
+            "fabric: ibcc (FECN/BECN, the default), none")))
+    if cfg.switch.trim.enabled:
+        raise SpecError(Problem("packet.switch.trim.enabled", (
+            "packet trimming is a lossy Ethernet mode; an InfiniBand fabric never drops "
+            "(credit flow control); allowed: false")))
+    upd = {"pfc": cfg.pfc.model_copy(update={"enabled": False}),
+           "ecn": cfg.ecn.model_copy(update={"enabled": False}),
+           "nic": cfg.nic.model_copy(update={"host_pfc": cfg.nic.host_pfc.model_copy(
+               update={"enabled": False})}),
+           "cc": cc.model_copy(update={"algorithm": cc.algorithm if explicit_cc
+                                       else "ibcc"})}
+    return cfg.model_copy(update=upd)
+
+
+def setup(net: Any, ib: IbLink) -> None:
+    """The InfiniBand settings and starting credits into ``net``'s arrays (called by
+    :class:`~aifabric.sim.packet.network.Network` once its arrays exist)."""
+    CI, PI, PT = net.CI, net.PI, net.PT
+    cfg = net.cfg
+    max_frame = net.mtu + net.hdr
+    ib.check(max_frame)
+    CI[L.IB_ON] = 1
+    CI[L.IB_MAXF] = max_frame
+    CI[L.IB_FCPB] = FCP_BYTES + net.ovh
+    CI[L.ECN_ON] = 0
+    CI[L.HOST_PFC] = 0
+    for v in range(ib.data_vls):
+        CI[L.IB_W0 + v] = ib.weights[v]
+    vls = ib.vls()
+    # credits: every arc's buffer of each VL; an HCA's (the arcs into a host) shares the
+    # NIC's receive buffer when its drain is modelled (nic.rx_gbps)
+    lim = np.array([c * CREDIT_BYTES for c in ib.credits] + [0] * (16 - ib.data_vls),
+                   dtype=np.int64)
+    to_host = np.asarray(net.is_host, dtype=bool)[PI[:, L.P_DST]]
+    PT[:, L.T_CLIM, :] = lim[None, :]
+    if cfg.nic.rx_gbps is not None:
+        share = cfg.nic.host_pfc.rx_buffer_bytes // max(len(vls), 1)
+        if share < max_frame:
+            raise SpecError(Problem("packet.nic.host_pfc.rx_buffer_bytes", (
+                f"{cfg.nic.host_pfc.rx_buffer_bytes:,} bytes shared by {len(vls)} VLs "
+                f"hold less than one packet ({max_frame:,} bytes) each; allowed: at least "
+                f"{max_frame * len(vls):,}")))
+        PT[to_host, L.T_CLIM, :] = np.minimum(PT[to_host, L.T_CLIM, :], share)
+    PT[:, L.T_CRED, :] = PT[:, L.T_CLIM, :]
+    PI[:, L.P_VLCUR] = 0
+    PI[:, L.P_VLREM] = 0
+    # congestion control: FECN threshold on the smallest VL buffer in use, the CCT
+    cc = cfg.cc
+    p = cc.ibcc
+    if cc.algorithm == "ibcc" and p.threshold > 0:
+        vb = min(ib.credits[v] for v in vls) * CREDIT_BYTES
+        CI[L.IB_FTHR] = (16 - p.threshold) * vb // 16
+    else:
+        CI[L.IB_FTHR] = -1
+    CI[L.IB_FRATE] = p.marking_rate
+    tab = p.table()
+    CI[L.IB_CCTT] = p.ccti_timer * CCTI_TIMER_PS
+    CI[L.IB_CCTINC] = p.ccti_increase
+    CI[L.IB_CCTLIM] = len(tab) - 1
+    CI[L.IB_CCTMIN] = p.ccti_min
+    CI[L.IB_CCT0] = len(net.LBT)
+    net.LBT = np.concatenate([net.LBT, np.array([round(x * 1024) for x in tab],
+                                                dtype=np.int64)])
+    CI[L.IB_AR] = int(ib.adaptive and net.lb_mode == L.LB_ADAPTIVE)
+
+
+def credit_waits(sim: Any) -> dict[str, np.ndarray]:
+    """One row per (port, VL) that was ever without credit for a full packet: the time
+    it was blocked (``credit_blocked_ns``, the blocked ratio of the run, the longest
+    stretch), whether it is still blocked at the end, the peak bytes the buffer at the
+    link's other end held and its size (credits x 64); the most blocked first. Upstream
+    of a congested port these are the congestion spreading; per VL, so a VL that does
+    not carry the congestion shows none."""
+    net = sim.net
+    now = sim.ev.now
+    PI, PT = net.PI, net.PT
+    vls = np.asarray(net.tcs, dtype=np.int64)
+    sub = PT[:, :, vls]
+    blocked = sub[:, L.T_PAUSED] != 0
+    cur = np.where(blocked, now - sub[:, L.T_CBSINCE], 0)
+    total = sub[:, L.T_CBLKPS] + cur
+    longest = np.maximum(sub[:, L.T_CBLONG], cur)
+    port, col = np.nonzero(total > 0)
+    order = np.lexsort((col, port, -total[port, col]))
+    port, col = port[order], col[order]
+    names = np.array(sim.names, dtype=object)
+    label = names[PI[port, L.P_SRC]] + " -> " + names[PI[port, L.P_DST]] \
+        if len(port) else np.zeros(0, dtype=object)
+    return {"port": label, "vl": vls[col],
+            "credit_blocked_ns": total[port, col] / 1000,
+            "blocked_ratio": total[port, col] / now if now > 0 else np.zeros(len(port)),
+            "longest_block_ns": longest[port, col] / 1000,
+            "blocked_at_end": blocked[port, col].astype(np.int64),
+            "peak_buffer_bytes": sub[port, L.T_INGPEAK, col],
+            "buffer_bytes": sub[port, L.T_CLIM, col]}
+
+
+def summary(sim: Any, ib: IbLink, shown: int = 10) -> dict[str, Any]:
+    """The ``infiniband`` block of a packet run's summary: the link model, per VL the
+    credit-blocked time over all ports, the most blocked (port, VL), FECN marks and
+    BECNs, the largest buffer peak against its size (never above it)."""
+    net = sim.net
+    cw = credit_waits(sim)
+    vls = [int(v) for v in net.tcs]
+    per_vl = {str(v): float(cw["credit_blocked_ns"][cw["vl"] == v].sum()) for v in vls}
+    n = len(net.qps)
+    peak = net.PT[:, L.T_INGPEAK][:, vls]
+    lim = net.PT[:, L.T_CLIM][:, vls]
+    fill = peak / np.maximum(lim, 1)
+    cc = sim.cfg.cc
+    return {
+        "link_model": "credit-based flow control per VL (no PFC, no drops)",
+        "vls": vls, "sl2vl": list(ib.sl2vl), "credits": [ib.credits[v] for v in vls],
+        "vl_weights": [ib.weights[v] for v in vls],
+        "cc": cc.algorithm,
+        "fecn_marks": int(net.PI[:, L.P_ECN].sum()),
+        "becns": int(net.QI[:n, L.Q_CNPS].sum()),
+        "adaptive_routing": bool(net.CI[L.IB_AR]),
+        "credit_blocked_ns_by_vl": per_vl,
+        "tx_bytes_by_vl": {str(v): int(net.PT[:, L.T_VTXB, v].sum()) for v in vls},
+        "blocked_ports": len(cw["port"]),
+        "max_buffer_fill": float(fill.max()) if fill.size else 0.0,
+        "credit_waits": [{"port": str(cw["port"][i]), "vl": int(cw["vl"][i]),
+                          "credit_blocked_ns": float(cw["credit_blocked_ns"][i]),
+                          "blocked_ratio": float(cw["blocked_ratio"][i]),
+                          "longest_block_ns": float(cw["longest_block_ns"][i])}
+                         for i in range(min(len(cw["port"]), shown))],
+    }
+
