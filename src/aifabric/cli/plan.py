@@ -171,7 +171,11 @@ def _management_table(m: dict[str, Any]) -> Table:
     t.add_row("host BMC ports", f"{m['bmc_ports']:,}", "1G")
     t.add_row("access switches", f"{m['access_switches']:,}",
               f"{m['ports_per_switch']} x 1G + {m['uplinks_per_switch']} up")
-    t.add_row("aggregation switches", f"{m['agg_switches']:,}", f"{m['agg_ports']} ports")
+    t.add_row("aggregation switches", f"{m['agg_switches']:,}", f"{m['agg_ports']} ports"
+              + (" + 1 up" if "core_switches" in m else ""))
+    if "core_switches" in m:  # (only with more than one aggregation block)
+        t.add_row(f"core switches ({m['agg_blocks']} aggregation blocks)",
+                  f"{m['core_switches']:,}", f"{m['agg_ports']} ports")
     t.add_row("copper patch cables (1000BASE-T)", f"{m['copper_cables']:,}", "")
     t.add_row(f"uplink cables ({m['uplink_medium']})", f"{m['uplink_cables']:,}", "")
     if "uplink_transceivers" in m:

@@ -162,7 +162,10 @@ def render_lld_management(mg: Any) -> str:
         "| item | count | each |", "|---|---:|---|",
         f"| access switches | {p['access_switches']:,} | {m.ports_per_switch} x 1G copper + "
         f"{m.uplinks} x {m.uplink_gbps}G up |",
-        f"| aggregation switches | {p['agg_switches']:,} | {m.agg_ports} x {m.uplink_gbps}G |",
+        f"| aggregation switches | {p['agg_switches']:,} | {m.agg_ports} x {m.uplink_gbps}G"
+        + (f" + 1 x {m.uplink_gbps}G up |" if mg.core_switches else " |"),
+        *([f"| core switches ({p['agg_blocks']} aggregation blocks) | {p['core_switches']:,} "
+           f"| {m.agg_ports} x {m.uplink_gbps}G |"] if mg.core_switches else []),
         f"| copper patch cables | {p['copper_cables']:,} | {m.access_m:g} m |",
         f"| uplink cables ({m.uplink_medium}) | {p['uplink_cables']:,} | {m.uplink_m:g} m |",
         "", "Every cable, end to end: `mgmt-cabling.csv`; every address: `addressing.csv`.",

@@ -13,11 +13,12 @@ loop over links), sorted deterministically.
   medium, speed and length class, transceivers.
 * ``mgmt-cabling.csv`` (a spec with ``management:``): one row per management cable:
   every managed port (switch ``eth0``, host OS NIC, BMC) to its access switch port, and
-  every access switch uplink to its aggregation switch
-  (:mod:`aifabric.topology.management`). The management network also adds its
+  every access switch uplink to its aggregation switch (``mgmt_uplink``) and, with a
+  management core, every aggregation switch uplink to its core switch
+  (``mgmt_core_uplink``) (:mod:`aifabric.topology.management`). The management network also adds its
   addresses to ``addressing.csv`` (kinds ``mgmt``, ``bmc``, ``mgmt_switch``; the peer
   is the access switch port) and its switches, patch cables and uplink optics to
-  ``bom.csv`` (roles ``mgmt_access``, ``mgmt_agg``, ``mgmt_uplink``).
+  ``bom.csv`` (roles ``mgmt_access``, ``mgmt_agg``, ``mgmt_core``, ``mgmt_uplink``).
 """
 
 from __future__ import annotations
@@ -83,14 +84,19 @@ def _length_class(metres: float) -> int:
 
 
 def mgmt_cabling_csv(mg: ManagementPlan) -> str:
-    """``mgmt-cabling.csv``: every management access cable, then every uplink."""
+    """``mgmt-cabling.csv``: every management access cable, then every uplink (access to
+    aggregation, tier ``mgmt_uplink``), then, with a management core, every aggregation
+    switch's uplink to a core switch (tier ``mgmt_core_uplink``)."""
     m = mg.spec
     sel = mg.kind <= KINDS.index("bmc")  # managed ports, in row order
     acc_dev, acc_port = mg.access_ends()
-    up_a, up_ap, up_b, up_bp = mg.uplinks()
-    n, u = mg.ports, len(up_a)
+    core = mg.core_uplinks()
+    up_a, up_ap, up_b, up_bp = (np.concatenate(x)
+                                for x in zip(mg.uplinks(), core, strict=True))
+    n, u, c = mg.ports, len(up_a), len(core[0])
     cols = [np.arange(n + u),
-            np.concatenate([np.full(n, "mgmt_access"), np.full(u, "mgmt_uplink")]),
+            np.concatenate([np.full(n, "mgmt_access"), np.full(u - c, "mgmt_uplink"),
+                            np.full(c, "mgmt_core_uplink")]),
             np.concatenate([mg.device[sel], up_a]),
             np.concatenate([mg.interface[sel], up_ap]),
             np.concatenate([acc_dev, up_b]), np.concatenate([acc_port, up_bp]),
@@ -105,7 +111,7 @@ def mgmt_cabling_csv(mg: ManagementPlan) -> str:
 
 def _mgmt_address_part(mg: ManagementPlan) -> tuple[np.ndarray, ...]:
     """addressing.csv rows of the management network (the 8 columns)."""
-    labels = np.array(["mgmt", "mgmt", "bmc", "mgmt_switch", "mgmt_switch"])
+    labels = np.array(["mgmt", "mgmt", "bmc", "mgmt_switch", "mgmt_switch", "mgmt_switch"])
     n = len(mg.address)
     peer, peer_if = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
     acc_dev, acc_port = mg.access_ends()
@@ -164,12 +170,16 @@ def _mgmt_bom_rows(mg: ManagementPlan) -> list[list[str | int]]:
     rows: list[list[str | int]] = [
         ["switch", "mgmt_access", "management access", f"{m.ports_per_switch}x1G+"
          f"{m.uplinks}x{m.uplink_gbps}G", "", mg.access_switches]]
-    if mg.agg_switches:
+    if mg.agg_switches:  # with a core, each has one more port: its core uplink
+        core_port = f"+1x{m.uplink_gbps}G" if mg.core_switches else ""
         rows.append(["switch", "mgmt_agg", "management aggregation",
-                     f"{m.agg_ports}x{m.uplink_gbps}G", "", mg.agg_switches])
+                     f"{m.agg_ports}x{m.uplink_gbps}G{core_port}", "", mg.agg_switches])
+    if mg.core_switches:
+        rows.append(["switch", "mgmt_core", "management core",
+                     f"{m.agg_ports}x{m.uplink_gbps}G", "", mg.core_switches])
     rows.append(["copper_cable", "mgmt_access", "1G RJ45 Cat6", "",
                  f"{_length_class(m.access_m)}m", mg.ports])
-    n_up = mg.access_switches * m.uplinks if mg.agg_switches else 0
+    n_up = mg.as_dict()["uplink_cables"]  # access and (with a core) aggregation uplinks
     if n_up:
         lclass = f"{_length_class(m.uplink_m)}m"
         if m.uplink_medium == "optic":

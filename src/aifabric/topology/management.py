@@ -11,17 +11,24 @@ Managed port ``j`` is cabled (1000BASE-T copper, ``management.access_m``) to por
 ``j % P + 1`` of access switch ``j // P`` (``P = management.ports_per_switch``), so
 there are ``ceil(ports / P)`` access switches, filled in that order (a host's two
 ports share a switch unless they fall on the boundary). With more than one access
-switch there is an aggregation layer of ``management.uplinks`` switches: uplink ``u`` of
-every access switch goes to aggregation switch ``u`` (at ``management.uplink_gbps``, on
-``management.uplink_medium``), so one aggregation switch must hold every access switch
-(``management.agg_ports``; a larger site needs a management core, which is not planned
-here: the spec is refused). The aggregation switches' own uplinks to the site's
-management router (the pool's gateway) are the site's, not in the BOM.
+switch there is an aggregation layer, in ``B = ceil(access switches / A)`` blocks
+(``A = management.agg_ports``) of ``U = management.uplinks`` switches each: uplink ``u``
+of access switch ``a`` (at ``management.uplink_gbps``, on ``management.uplink_medium``,
+from its port ``P + u + 1``) goes to aggregation switch ``(a // A) * U + u`` on its port
+``a % A + 1``. With one block (``B == 1``) that is aggregation switch ``u``, port
+``a + 1``, and the aggregation switches' own uplinks to the site's management router
+(the pool's gateway) are the site's, not in the BOM. With more than one block there is
+a **management core** of ``U`` switches (the aggregation switches' model): aggregation
+switch ``g = b * U + u`` uplinks from its port ``A + 1`` to core switch ``u`` on core port
+``b + 1``, so every access switch reaches every core switch through its block; the core
+switches' own uplinks to the management router are the site's. A core switch has ``A``
+ports, one per block: more than ``A`` blocks (``A * A`` access switches) is refused,
+naming ``management.agg_ports``.
 
 Addresses come from ``management.pool``, one flat subnet: the first host address is the
 gateway (the site's management router), then every managed port in the order above,
-then the access switches and the aggregation switches (their management SVIs). The pool
-must hold them all and overlap none of the fabric's pools.
+then the access switches, the aggregation switches and the core switches (their
+management SVIs). The pool must hold them all and overlap none of the fabric's pools.
 """
 
 from __future__ import annotations
@@ -41,8 +48,8 @@ from aifabric.topology.parts import fmt
 __all__ = ["KINDS", "ManagementPlan", "plan_management"]
 
 #: ``kind`` of an address row: a switch's eth0, a host's OS NIC, a host's BMC, a
-#: management access switch, a management aggregation switch
-KINDS = ("switch", "host", "bmc", "mgmt_access", "mgmt_agg")
+#: management access switch, a management aggregation switch, a management core switch
+KINDS = ("switch", "host", "bmc", "mgmt_access", "mgmt_agg", "mgmt_core")
 #: SONiC's management port
 SWITCH_PORT = "eth0"
 
@@ -50,7 +57,7 @@ SWITCH_PORT = "eth0"
 @dataclass(eq=False)
 class ManagementPlan:
     """Every management address and cable of one fabric (numpy arrays, row order as in
-    the module docstring: managed ports, then access, then aggregation switches)."""
+    the module docstring: managed ports, then access, aggregation and core switches)."""
 
     fabric: Fabric
     device: np.ndarray  # str: the device of each address row
@@ -63,6 +70,7 @@ class ManagementPlan:
     agg_switches: int
     gateway: int
     prefixlen: int
+    core_switches: int = 0  # the management core (more than one aggregation block)
 
     @property
     def spec(self) -> Any:
@@ -106,6 +114,15 @@ class ManagementPlan:
     def agg_switch_names(self) -> np.ndarray:
         return _names("mgmt-agg-", self.agg_switches)
 
+    @cached_property
+    def core_switch_names(self) -> np.ndarray:
+        return _names("mgmt-core-", self.core_switches)
+
+    @property
+    def agg_blocks(self) -> int:
+        """Aggregation blocks (0 without an aggregation layer)."""
+        return self.agg_switches // self.spec.uplinks
+
     def access_ends(self) -> tuple[np.ndarray, np.ndarray]:
         """(access switch name, its port name) of every managed port, in row order."""
         j = np.arange(self.ports, dtype=np.int64)
@@ -114,21 +131,38 @@ class ManagementPlan:
 
     def uplinks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(access switch, its port, aggregation switch, its port) of every uplink
-        (none without an aggregation layer), access switch by access switch."""
+        (none without an aggregation layer), access switch by access switch: uplink ``u``
+        of access switch ``a`` to aggregation switch ``(a // agg_ports) * uplinks + u``,
+        port ``a % agg_ports + 1``."""
         if not self.agg_switches:
             e = np.array([], dtype=np.str_)
             return e, e, e, e
         m = self.spec
         acc = np.repeat(np.arange(self.access_switches, dtype=np.int64), m.uplinks)
         u = np.tile(np.arange(m.uplinks, dtype=np.int64), self.access_switches)
+        agg = (acc // m.agg_ports) * m.uplinks + u
         return (self.access_switch_names[acc], fmt("p", m.ports_per_switch + u + 1),
-                self.agg_switch_names[u], fmt("p", acc + 1))
+                self.agg_switch_names[agg], fmt("p", acc % m.agg_ports + 1))
+
+    def core_uplinks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(aggregation switch, its port, core switch, its port) of every core uplink
+        (none without a core), aggregation switch by aggregation switch: switch
+        ``g = b * uplinks + u`` from its port ``agg_ports + 1`` to core switch ``u``, port
+        ``b + 1``."""
+        if not self.core_switches:
+            e = np.array([], dtype=np.str_)
+            return e, e, e, e
+        m = self.spec
+        g = np.arange(self.agg_switches, dtype=np.int64)
+        return (self.agg_switch_names, np.full(len(g), f"p{m.agg_ports + 1}"),
+                self.core_switch_names[g % m.uplinks], fmt("p", g // m.uplinks + 1))
 
     def as_dict(self) -> dict[str, Any]:
         """The ``management`` key of a plan."""
         m = self.spec
         kinds = np.bincount(self.kind, minlength=len(KINDS))
-        uplinks = self.access_switches * m.uplinks if self.agg_switches else 0
+        uplinks = (self.access_switches * m.uplinks if self.agg_switches else 0) + (
+            self.agg_switches if self.core_switches else 0)
         out: dict[str, Any] = {
             "pool": str(m.pool), "gateway": self.gateway_str,
             "addresses": len(self.address),
@@ -141,6 +175,9 @@ class ManagementPlan:
             "copper_cables": self.ports, "uplink_cables": uplinks,
             "uplink_medium": m.uplink_medium,
         }
+        if self.core_switches:  # (only with a core: a one-block site's plan is unchanged)
+            out["agg_blocks"] = self.agg_blocks
+            out["core_switches"] = self.core_switches
         if m.uplink_medium == "optic":
             out["uplink_transceivers"] = 2 * uplinks
         return out
@@ -177,8 +214,8 @@ def _pool_problems(spec: Any, need: int) -> list[Problem]:
 
 def plan_management(f: Fabric) -> ManagementPlan | None:
     """The management network of ``f`` (None when its spec has none); SpecError naming
-    the field when the pool is too small or overlaps a fabric pool, or the aggregation
-    switches cannot hold every access switch."""
+    the field when the pool is too small or overlaps a fabric pool, or a core switch
+    cannot hold every aggregation block."""
     spec = f.spec
     m = getattr(spec, "management", None)
     if m is None:
@@ -189,13 +226,18 @@ def plan_management(f: Fabric) -> ManagementPlan | None:
     per_host = 2 if m.bmc else 1
     ports = len(sw) + per_host * len(hosts)
     n_acc = math.ceil(ports / m.ports_per_switch)
-    n_agg = m.uplinks if n_acc > 1 else 0
-    problems = _pool_problems(spec, 1 + ports + n_acc + n_agg)
-    if n_agg and n_acc > m.agg_ports:
+    blocks = math.ceil(n_acc / m.agg_ports) if n_acc > 1 else 0
+    n_agg = blocks * m.uplinks
+    n_core = m.uplinks if blocks > 1 else 0
+    problems = _pool_problems(spec, 1 + ports + n_acc + n_agg + n_core)
+    if blocks > m.agg_ports:  # a core switch has agg_ports ports, one per block
+        least = math.isqrt(n_acc - 1) + 1  # the least A with ceil(n_acc / A) <= A
         problems.append(Problem("management.agg_ports", f"{m.agg_ports} ports of an "
                                 f"aggregation switch cannot hold the {n_acc} access switches "
-                                f"({ports:,} managed ports / {m.ports_per_switch} per switch); "
-                                f"allowed: agg_ports >= {n_acc}, or more ports_per_switch"))
+                                f"({ports:,} managed ports / {m.ports_per_switch} per switch) "
+                                f"in {m.agg_ports} aggregation blocks, one per core switch "
+                                f"port; allowed: agg_ports >= {least}, or more "
+                                "ports_per_switch"))
     if problems:
         raise SpecError(problems)
     # managed ports: switches' eth0, then per host its OS NIC (and BMC)
@@ -203,15 +245,20 @@ def plan_management(f: Fabric) -> ManagementPlan | None:
     h_kind = np.tile(np.array([1, 2][:per_host], dtype=np.int8), len(hosts))
     h_if = np.tile(np.array([m.host_interface, "bmc"][:per_host]), len(hosts))
     acc_names, agg_names = _names("mgmt-acc-", n_acc), _names("mgmt-agg-", n_agg)
+    n_sw = n_acc + n_agg + n_core  # the management switches, each with its Vlan1
     device = np.concatenate([nodes.name[sw].astype(np.str_),
-                             nodes.name[h_node].astype(np.str_), acc_names, agg_names])
+                             nodes.name[h_node].astype(np.str_), acc_names, agg_names,
+                             _names("mgmt-core-", n_core)])
     interface = np.concatenate([np.full(len(sw), SWITCH_PORT), h_if,
-                                np.full(n_acc + n_agg, "Vlan1")])
+                                np.full(n_sw, "Vlan1")])
     kind = np.concatenate([np.zeros(len(sw), dtype=np.int8), h_kind,
-                           np.full(n_acc, 3, dtype=np.int8), np.full(n_agg, 4, dtype=np.int8)])
-    node = np.concatenate([sw, h_node, np.full(n_acc + n_agg, -1, dtype=np.int64)])
+                           np.full(n_acc, KINDS.index("mgmt_access"), dtype=np.int8),
+                           np.full(n_agg, KINDS.index("mgmt_agg"), dtype=np.int8),
+                           np.full(n_core, KINDS.index("mgmt_core"), dtype=np.int8)])
+    node = np.concatenate([sw, h_node, np.full(n_sw, -1, dtype=np.int64)])
     base = int(m.pool.network_address)
     address = (base + 2 + np.arange(len(device), dtype=np.int64)).astype(np.uint32)
     return ManagementPlan(fabric=f, device=device, interface=interface, kind=kind, node=node,
                           address=address, ports=ports, access_switches=n_acc,
-                          agg_switches=n_agg, gateway=base + 1, prefixlen=m.pool.prefixlen)
+                          agg_switches=n_agg, gateway=base + 1, prefixlen=m.pool.prefixlen,
+                          core_switches=n_core)
