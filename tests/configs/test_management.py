@@ -16,6 +16,7 @@ import yaml
 
 from aifabric import build_fabric
 from aifabric.configs import BuildContext, build_files
+from aifabric.errors import SpecError
 from aifabric.planning import plan_fabric
 from aifabric.spec import spec_from_dict
 from aifabric.telemetry.monitoring import render_monitoring
@@ -254,8 +255,9 @@ def test_lab_ports_are_the_builds_scrape_ports():
     ({"pool": "172.30.0.0/27"}, "management.pool", "allowed: a /25 or larger"),
     ({"pool": "10.1.0.0/16"}, "management.pool", "overlaps addressing.nic_pool"),
     ({"pool": "172.16.4.0/24"}, "management.pool", "overlaps deploy.pools.loopback"),
-    ({"pool": POOL, "ports_per_switch": 4, "agg_ports": 8}, "management.agg_ports",
-     "allowed: agg_ports >= 16"),
+    # 62 managed ports / 2 = 31 access switches: 8 blocks of 4 > a 4-port core switch
+    ({"pool": POOL, "ports_per_switch": 2, "agg_ports": 4}, "management.agg_ports",
+     "allowed: agg_ports >= 6"),
     ({"pool": POOL, "ports_per_switch": 1}, "management.ports_per_switch", "allowed: 2..1024"),
     ({"pool": POOL, "host_interface": "eno1; rm"}, "management.host_interface", ""),
     ({"pool": POOL, "bmc_exporter": "x:9290\nevil: 1"}, "management.bmc_exporter", ""),
@@ -354,3 +356,192 @@ def test_a_management_pool_over_the_frontends_is_one_line(cli, tmp_path):
     assert r.code == 0, r.err
     assert (tmp_path / "ok" / "mgmt-cabling.csv").is_file()
     assert (tmp_path / "ok" / "frontend" / "cabling.csv").is_file()
+
+
+# --- the management core: more access switches than one aggregation switch holds ------
+
+def _core_case(ports_per_switch: int, agg_ports: int, uplinks: int, bmc: bool = True):
+    """The closed form of a small HPN site: access switches, blocks, aggregation and core
+    switches (the fabric's 22 switches and 20 hosts)."""
+    f = build_fabric(spec_from_dict(SMALL["hpn"]))
+    managed = int(f.is_switch.sum()) + (2 if bmc else 1) * len(f.host_node)
+    access = math.ceil(managed / ports_per_switch)
+    blocks = math.ceil(access / agg_ports)
+    return managed, access, blocks, blocks * uplinks, uplinks if blocks > 1 else 0
+
+
+CORE_CASES = [  # (ports_per_switch, agg_ports, uplinks, bmc): 2 or 3 aggregation blocks
+    (7, 4, 2, True), (5, 5, 3, True), (2, 16, 1, True), (2, 8, 2, False), (4, 8, 4, True)]
+
+
+@pytest.mark.parametrize(("ports_per_switch", "agg_ports", "uplinks", "bmc"), CORE_CASES)
+@pytest.mark.parametrize("medium", ["optic", "dac"])
+def test_a_core_bom_and_cabling_are_the_closed_form(ports_per_switch, agg_ports, uplinks,
+                                                    bmc, medium):
+    """B = ceil(access / agg_ports) blocks of ``uplinks`` aggregation switches and a core
+    of ``uplinks`` switches: an uplink cable per access switch and uplink plus one per
+    aggregation switch (two transceivers each on optics); one address per switch."""
+    managed, access, blocks, agg, core = _core_case(ports_per_switch, agg_ports, uplinks, bmc)
+    assert 2 <= blocks <= 3 and core == uplinks  # a core case indeed
+    mg = dict(ports_per_switch=ports_per_switch, agg_ports=agg_ports, uplinks=uplinks,
+              uplink_medium=medium, bmc=bmc)
+    files = _files(**mg)
+    up = access * uplinks + agg
+    bom = {(r["item"], r["role"]): (r["ports"], int(r["count"]))
+           for r in _csv(files["bom.csv"])}
+    assert bom[("switch", "mgmt_access")][1] == access
+    assert bom[("switch", "mgmt_agg")] == (f"{agg_ports}x10G+1x10G", agg)
+    assert bom[("switch", "mgmt_core")] == (f"{agg_ports}x10G", core)
+    assert bom[("copper_cable", "mgmt_access")][1] == managed
+    if medium == "optic":
+        assert bom[("transceiver", "mgmt_uplink")][1] == 2 * up
+        assert bom[("fibre", "mgmt_uplink")][1] == up
+    else:
+        assert bom[("dac_cable", "mgmt_uplink")][1] == up
+    rows = _csv(files["mgmt-cabling.csv"])
+    tiers = [r["tier"] for r in rows]
+    assert (tiers.count("mgmt_access"), tiers.count("mgmt_uplink"),
+            tiers.count("mgmt_core_uplink"), len(rows)) == (
+                managed, access * uplinks, agg, managed + up)
+    # the plan, the LLD and the addresses say the same
+    ctx = _ctx(**mg)
+    p = plan_fabric(ctx.fabric, bisection=False)["management"]
+    assert (p["access_switches"], p["agg_switches"], p["agg_blocks"], p["core_switches"],
+            p["uplink_cables"], p["addresses"]) == (
+                access, agg, blocks, core, up, managed + access + agg + core)
+    assert (p.get("uplink_transceivers"), medium) in ((2 * up, "optic"), (None, "dac"))
+    assert f"| core switches ({blocks} aggregation blocks) | {core} |" in files["LLD.md"]
+    addr = [r for r in _csv(files["addressing.csv"]) if r["kind"] == "mgmt_switch"]
+    assert sorted(r["device"] for r in addr) == sorted(
+        [f"mgmt-acc-{i:02d}" for i in range(access)] + [f"mgmt-agg-{i:02d}" for i in range(agg)]
+        + [f"mgmt-core-{i:02d}" for i in range(core)])
+
+
+def _port(name: str) -> int:
+    assert name.startswith("p"), name
+    return int(name[1:])
+
+
+@pytest.mark.parametrize(("ports_per_switch", "agg_ports", "uplinks", "bmc"), CORE_CASES)
+def test_every_access_switch_reaches_every_core_switch_through_its_block(
+        ports_per_switch, agg_ports, uplinks, bmc):
+    """Over the cabling rows: no switch port used twice, no port beyond the switch's
+    (access: ports_per_switch + uplinks; aggregation: agg_ports + 1; core: agg_ports);
+    access switch ``a``'s uplinks land only in block ``a // agg_ports`` (one on each of
+    its ``uplinks`` switches) and every access switch reaches every core switch."""
+    managed, access, blocks, agg, core = _core_case(ports_per_switch, agg_ports, uplinks, bmc)
+    rows = _csv(_files(ports_per_switch=ports_per_switch, agg_ports=agg_ports,
+                       uplinks=uplinks, bmc=bmc)["mgmt-cabling.csv"])
+    ends = [(r["a_device"], r["a_port"]) for r in rows] + [
+        (r["b_device"], r["b_port"]) for r in rows]
+    assert len(set(ends)) == len(ends)  # no port, of any device, used twice
+    limit = {"mgmt-acc": ports_per_switch + uplinks, "mgmt-agg": agg_ports + 1,
+             "mgmt-core": agg_ports}
+    used: dict[str, int] = {}
+    for dev, port in ends:
+        if dev.startswith("mgmt-"):
+            kind = dev.rsplit("-", 1)[0]
+            assert 1 <= _port(port) <= limit[kind], (dev, port)
+            used[dev] = used.get(dev, 0) + 1
+    assert all(used[f"mgmt-agg-{g:02d}"] <= agg_ports + 1 for g in range(agg))
+    assert all(used[f"mgmt-core-{c:02d}"] == blocks for c in range(core))
+    up = {r["a_device"]: set() for r in rows if r["tier"] == "mgmt_uplink"}
+    for r in rows:
+        if r["tier"] == "mgmt_uplink":
+            up[r["a_device"]].add(r["b_device"])
+    to_core: dict[str, set[str]] = {}
+    for r in rows:
+        if r["tier"] == "mgmt_core_uplink":
+            assert r["a_port"] == f"p{agg_ports + 1}"
+            to_core.setdefault(r["a_device"], set()).add(r["b_device"])
+    assert sorted(to_core) == [f"mgmt-agg-{g:02d}" for g in range(agg)]
+    assert all(len(c) == 1 for c in to_core.values())  # one core uplink each
+    cores = {f"mgmt-core-{c:02d}" for c in range(core)}
+    assert len(up) == access
+    for a in range(access):
+        aggs = up[f"mgmt-acc-{a:02d}"]
+        assert len(aggs) == uplinks
+        assert {int(g.rsplit("-", 1)[1]) // uplinks for g in aggs} == {a // agg_ports}
+        assert set().union(*(to_core[g] for g in aggs)) == cores
+    # and every managed port reaches an access switch that has uplinks
+    acc_of = {r["b_device"] for r in rows if r["tier"] == "mgmt_access"}
+    assert acc_of == set(up)
+
+
+def test_one_block_keeps_its_layout_and_a_second_block_adds_the_core():
+    """agg_ports = access switches: one block, no core (as before); one port fewer: two
+    blocks and a core, the first block's cabling unchanged."""
+    _, access, _, _, _ = _core_case(7, 64, 2)
+    one = _csv(_files(ports_per_switch=7, agg_ports=access)["mgmt-cabling.csv"])
+    two = _csv(_files(ports_per_switch=7, agg_ports=access - 1)["mgmt-cabling.csv"])
+    assert not any(r["tier"] == "mgmt_core_uplink" for r in one)
+    key = ("a_device", "a_port", "b_device", "b_port")
+    first = [tuple(r[k] for k in key) for r in two if r["tier"] != "mgmt_core_uplink"]
+    assert first[:-2] == [tuple(r[k] for k in key) for r in one][:-2]
+    # the last access switch moved to block 1: aggregation switches 2 and 3, port 1
+    assert first[-2:] == [(f"mgmt-acc-{access - 1:02d}", "p8", "mgmt-agg-02", "p1"),
+                          (f"mgmt-acc-{access - 1:02d}", "p9", "mgmt-agg-03", "p1")]
+    assert sum(r["tier"] == "mgmt_core_uplink" for r in two) == 4
+
+
+def test_core_addresses_are_unique_in_the_pool_and_counted_by_its_check():
+    """Core switches' addresses follow the aggregation switches'; the pool check counts
+    them (the gateway, every managed port and every management switch)."""
+    managed, access, _, agg, core = _core_case(7, 4, 2)
+    ctx = _ctx(ports_per_switch=7, agg_ports=4)
+    mg = ctx.mgmt
+    kinds = np.bincount(mg.kind, minlength=6)
+    assert kinds[3:].tolist() == [access, agg, core]
+    addr = mg.address.astype(np.int64)
+    pool = ipaddress.IPv4Network(POOL)
+    assert len(np.unique(addr)) == len(addr) == managed + access + agg + core
+    assert np.all((addr > int(pool.network_address) + 1) & (addr < int(pool.broadcast_address)))
+    core_rows = np.flatnonzero(mg.kind == 5)
+    assert mg.device[core_rows].tolist() == ["mgmt-core-00", "mgmt-core-01"]
+    assert core_rows.min() > np.flatnonzero(mg.kind == 4).max()  # after the aggregation
+    need = 1 + managed + access + agg + core
+    raw = _raw(ports_per_switch=7, agg_ports=4)
+    raw["management"]["pool"] = "172.30.0.0/26"
+    with pytest.raises(SpecError) as err:
+        plan_management(build_fabric(spec_from_dict(raw)))
+    assert f"needs {need} (the gateway" in str(err.value)
+
+
+def test_more_blocks_than_a_core_switch_has_ports_is_refused_at_the_bound():
+    """31 access switches (62 managed ports / 2): agg_ports 6 gives 6 blocks on a 6-port
+    core; agg_ports 5 would need 7 blocks: refused naming management.agg_ports."""
+    _, access, _, _, _ = _core_case(2, 6, 2)
+    assert access == 31
+    ok = plan_management(build_fabric(spec_from_dict(_raw(ports_per_switch=2, agg_ports=6))))
+    assert (ok.agg_switches, ok.core_switches) == (12, 2)
+    with pytest.raises(SpecError) as err:
+        plan_management(build_fabric(spec_from_dict(_raw(ports_per_switch=2, agg_ports=5))))
+    msg = str(err.value)
+    assert "management.agg_ports" in msg and "allowed: agg_ports >= 6" in msg, msg
+
+
+def test_the_hpn_pod_example_plans_a_management_core(cli, tmp_path):
+    """The flagship pod with ``management: {}``: 368 switches and 2,040 hosts (OS NIC and
+    BMC) = 4,448 managed ports on 93 48-port access switches, two blocks of 64 (4
+    aggregation switches) and a core of 2; 93 x 2 + 4 = 190 uplinks, 380 optics."""
+    from pathlib import Path
+
+    raw = yaml.safe_load((Path(__file__).parents[2] / "examples" / "hpn-pod.yaml").read_text())
+    raw["management"] = {}
+    spec = tmp_path / "pod.yaml"
+    spec.write_text(yaml.safe_dump(raw))
+    f = build_fabric(spec_from_dict(raw))
+    managed = int(f.is_switch.sum()) + 2 * len(f.host_node)
+    access = math.ceil(managed / 48)
+    blocks = math.ceil(access / 64)
+    assert (managed, access, blocks) == (4448, 93, 2)
+    r = cli("plan", spec, "--json")
+    assert r.code == 0, r.err
+    p = json.loads(r.out)["management"]
+    assert (p["access_switches"], p["agg_switches"], p["core_switches"], p["uplink_cables"],
+            p["uplink_transceivers"], p["addresses"]) == (
+                access, 2 * blocks, 2, access * 2 + 2 * blocks, 2 * (access * 2 + 2 * blocks),
+                managed + access + 2 * blocks + 2)
+    r = cli("plan", spec)
+    assert r.code == 0, r.err
+    assert "core switches (2 aggregation blocks)" in r.out
