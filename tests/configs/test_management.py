@@ -466,6 +466,7 @@ def test_every_access_switch_reaches_every_core_switch_through_its_block(
     # and every managed port reaches an access switch that has uplinks
     acc_of = {r["b_device"] for r in rows if r["tier"] == "mgmt_access"}
     assert acc_of == set(up)
+    assert sum(r["tier"] == "mgmt_access" for r in rows) == managed
 
 
 def test_one_block_keeps_its_layout_and_a_second_block_adds_the_core():

@@ -473,7 +473,8 @@ class Management(_Strict):
     managed port from ``pool`` -- every switch's ``eth0``, every host's OS management NIC
     and (``bmc``) its BMC -- on 1G copper access switches of ``ports_per_switch`` ports,
     each with ``uplinks`` to an aggregation layer of that many switches (one per uplink)
-    when more than one access switch is needed."""
+    when more than one access switch is needed, and a core of ``uplinks`` switches when
+    the access switches need more than one aggregation block of ``agg_ports``."""
 
     pool: ipaddress.IPv4Network = Field(
         default=ipaddress.IPv4Network("192.168.0.0/16"),
@@ -489,7 +490,8 @@ class Management(_Strict):
                              description="uplink speed, Gbit/s")
     agg_ports: int = Field(default=64, ge=1, le=MAX_SWITCH_PORTS,
                            description="access-facing ports of one aggregation switch "
-                           "(at most that many access switches)")
+                           "(access switches per aggregation block) and ports of a core "
+                           "switch (at most that many blocks)")
     bmc: bool = Field(default=True, description="every host's BMC gets a port and address")
     bmc_exporter: Annotated[str, Field(pattern=r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$")] = Field(
         default="127.0.0.1:9290", description="HOST:PORT of the ipmi_exporter (remote "

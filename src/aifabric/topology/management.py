@@ -232,12 +232,11 @@ def plan_management(f: Fabric) -> ManagementPlan | None:
     problems = _pool_problems(spec, 1 + ports + n_acc + n_agg + n_core)
     if blocks > m.agg_ports:  # a core switch has agg_ports ports, one per block
         least = math.isqrt(n_acc - 1) + 1  # the least A with ceil(n_acc / A) <= A
-        problems.append(Problem("management.agg_ports", f"{m.agg_ports} ports of an "
-                                f"aggregation switch cannot hold the {n_acc} access switches "
+        problems.append(Problem("management.agg_ports", f"the {n_acc} access switches "
                                 f"({ports:,} managed ports / {m.ports_per_switch} per switch) "
-                                f"in {m.agg_ports} aggregation blocks, one per core switch "
-                                f"port; allowed: agg_ports >= {least}, or more "
-                                "ports_per_switch"))
+                                f"need {blocks} aggregation blocks of {m.agg_ports}; a core "
+                                f"switch of {m.agg_ports} ports holds {m.agg_ports} blocks; "
+                                f"allowed: agg_ports >= {least}, or more ports_per_switch"))
     if problems:
         raise SpecError(problems)
     # managed ports: switches' eth0, then per host its OS NIC (and BMC)
