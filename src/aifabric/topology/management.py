@@ -18,12 +18,13 @@ from its port ``P + u + 1``) goes to aggregation switch ``(a // A) * U + u`` on 
 ``a % A + 1``. With one block (``B == 1``) that is aggregation switch ``u``, port
 ``a + 1``, and the aggregation switches' own uplinks to the site's management router
 (the pool's gateway) are the site's, not in the BOM. With more than one block there is
-a **management core** of ``U`` switches (the aggregation switches' model): aggregation
-switch ``g = b * U + u`` uplinks from its port ``A + 1`` to core switch ``u`` on core port
+a **management core** of ``U`` switches (``A`` ports at ``management.uplink_gbps``, the
+aggregation switches' model): aggregation switch ``g = b * U + u`` uplinks from its port
+``A + 1`` (one port beyond its ``A`` access-facing ones) to core switch ``u`` on core port
 ``b + 1``, so every access switch reaches every core switch through its block; the core
 switches' own uplinks to the management router are the site's. A core switch has ``A``
-ports, one per block: more than ``A`` blocks (``A * A`` access switches) is refused,
-naming ``management.agg_ports``.
+ports, one per block: more than ``A`` blocks (more than ``A * A`` access switches) is
+refused, naming ``management.agg_ports``.
 
 Addresses come from ``management.pool``, one flat subnet: the first host address is the
 gateway (the site's management router), then every managed port in the order above,
