@@ -35,6 +35,12 @@ SERIAL: dict[str, str] = {
     "tests/sweep/test_run.py": "SIGINT/SIGKILL of sweeps while they run",
     "tests/cli/test_interrupt.py": "SIGINT at moments timed from an uninterrupted run",
     "tests/cli/test_outputs.py": "SIGKILL of a build while it runs (a race it must win)",
+    # wall-clock bounds (a refusal within 1 s, a view within 2 s): timed, so alone too
+    "tests/spec/test_yaml_limits.py": "refusals timed against 1 s",
+    "tests/goodput/test_edges.py": "a refusal timed against 5 s",
+    "tests/sweep/test_cap.py": "refusals timed against 1 s and 30 s",
+    "tests/web/test_topology.py": "the overview and search timed against 2 s and 1 s",
+    "tests/web/test_twin.py": "a what-if timed against 6 s",
 }
 
 

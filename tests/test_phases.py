@@ -1,7 +1,7 @@
 """The run's phases (tests/_phases.py): every test file that starts a live lab, a real
-server (Prometheus, `aifabric serve`, uvicorn), a browser or a Ray cluster, or signals a
-process it times, is in SERIAL: it runs alone after the independent tests, never beside
-another test on the second xdist worker."""
+server (Prometheus, `aifabric serve`, uvicorn), a browser or a Ray cluster, signals a
+process it times or bounds a wall-clock time is in SERIAL: it runs alone after the
+independent tests, never beside another test on the second xdist worker."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from tests.conftest import ROOT
 #: what marks a test file as one that must run alone
 ALONE = re.compile(r"established_lab|lab_core\.up\(|^pytestmark = live|start_prometheus\b|"
                    r"\bstart_serve\b|\bopen_page\(|\bbrowser\b.*\)|ray\.init\(|\bray_cluster\b|"
-                   r"uvicorn|\.send_signal\(", re.M)
+                   r"uvicorn|\.send_signal\(|"
+                   # a wall-clock bound: assert perf_counter() - t0 < ..., assert took < ...
+                   r"assert (time\.)?(perf_counter|monotonic)\(\) - \w+ <|"
+                   r"assert (took|wall|elapsed|w\[\"seconds\"\]) <", re.M)
 
 
 def _test_files():
