@@ -121,6 +121,35 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{n:5d}  {reason}  [{tag}]")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist's default distribution (``-n 2`` in pyproject's addopts), the
+    two phases of tests/_phases.py: the independent files on every worker, then the live
+    labs, servers, browser, Ray and timed tests alone on one worker."""
+    if config.getoption("dist") != "load":
+        return None
+    from tests._phases import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """The controller's ``COLUMNS`` (or its absence) for the worker: an xdist worker
+    starts with ``COLUMNS=80``, which would narrow the CLI's tables (tests/cli read them
+    at the width a plain run has)."""
+    node.workerinput["aifabric_columns"] = os.environ.get("COLUMNS")
+
+
+def pytest_configure(config):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "aifabric_columns" in workerinput:
+        if workerinput["aifabric_columns"] is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = workerinput["aifabric_columns"]
+
+
 @cache
 def example(name: str) -> Fabric:
     """The fabric of ``examples/<name>.yaml`` (built once per test session)."""

@@ -72,8 +72,9 @@ def _pytest(env_extra: dict[str, str], *args: str | Path) -> subprocess.Complete
     none of :data:`FLAGS` but those of ``env_extra``."""
     env = {k: v for k, v in os.environ.items() if k not in FLAGS}
     env.update(env_extra)
+    # -n 0: the one test in this process (no xdist workers to start for it)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           *map(str, args or (YANG_TEST,))], cwd=ROOT, env=env,
+                           "-n", "0", *map(str, args or (YANG_TEST,))], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 
