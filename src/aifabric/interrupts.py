@@ -42,7 +42,7 @@ EXIT_CODE = 130
 MESSAGE = ("interrupted (Ctrl-C): stopped; no output was left half-written (each is "
            "complete or absent)")
 
-_state = {"interrupted": False}
+_state: dict[str, object] = {"interrupted": False, "unraisable": None}
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -67,11 +67,28 @@ def recorded() -> Iterator[bool]:
         yield False
         return
     old = signal.signal(signal.SIGINT, _handler)
+    old_hook = sys.unraisablehook
+    _state["unraisable"] = old_hook
+    sys.unraisablehook = _quiet_unraisable
     try:
         yield True
     finally:
         if signal.getsignal(signal.SIGINT) is _handler:  # not one set meanwhile (exiting)
             signal.signal(signal.SIGINT, old)
+        if sys.unraisablehook is _quiet_unraisable:
+            sys.unraisablehook = old_hook
+
+
+def _quiet_unraisable(arg: object) -> None:
+    """``sys.unraisablehook`` while :func:`recorded` runs: a ``KeyboardInterrupt`` raised
+    where Python cannot raise it (a ctypes callback, e.g. numba's object cache notifier
+    at start-up) is one the handler has recorded, so it is answered like a swallowed one
+    (exit 130, one line) instead of printing "Exception ignored ..." and a traceback;
+    anything else goes to the hook that was there before."""
+    if isinstance(getattr(arg, "exc_value", None), KeyboardInterrupt) and _state["interrupted"]:
+        return
+    hook = _state.get("unraisable") or sys.__unraisablehook__
+    hook(arg)  # type: ignore[operator]
 
 
 def interrupted() -> bool:

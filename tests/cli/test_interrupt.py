@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from aifabric.interrupts import EXIT_CODE, MESSAGE, caused_by_interrupt
@@ -176,3 +177,41 @@ def test_what_counts_as_an_interrupt():
             raise SystemExit(EXIT_CODE) from None
     except SystemExit as stop:
         assert not caused_by_interrupt(stop)
+
+
+def test_an_unraisable_interrupt_is_quiet_and_anything_else_is_not():
+    """A Ctrl-C raised inside a ctypes callback (numba's cache notifier at start-up) is
+    'unraisable': Python would print "Exception ignored ..." and a traceback. Under
+    ``recorded`` a recorded one is quiet (the run is answered as interrupted); another
+    exception, or an interrupt the handler never saw, still reaches the previous hook;
+    afterwards the previous hook is back."""
+    import ctypes
+
+    from aifabric.interrupts import _handler, interrupted, recorded
+
+    seen = []
+    saved = sys.unraisablehook
+    sys.unraisablehook = lambda arg: seen.append(type(arg.exc_value).__name__)
+    # Python's own SIGINT handler, as a command line starts with (a test runner's
+    # worker may have another)
+    old_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        def boom(exc):
+            def cb():
+                raise exc
+            ctypes.CFUNCTYPE(None)(cb)()  # raised in a callback: unraisable
+
+        with recorded() as on:
+            assert on
+            boom(KeyboardInterrupt())  # one the handler has not recorded: reported
+            with suppress(KeyboardInterrupt):
+                _handler(signal.SIGINT, None)  # what a real SIGINT runs
+            assert interrupted()
+            boom(KeyboardInterrupt())  # recorded: quiet
+            boom(ValueError("x"))  # never quiet
+        assert seen == ["KeyboardInterrupt", "ValueError"], seen
+        boom(KeyboardInterrupt())  # outside: reported again
+        assert seen[-1] == "KeyboardInterrupt" and len(seen) == 3
+    finally:
+        sys.unraisablehook = saved
+        signal.signal(signal.SIGINT, old_sigint)
