@@ -174,7 +174,8 @@ class Probe:
 
 def open_page(browser: Any, served: Served, *, hash: str = "") -> Probe:
     """A new page on ``served`` (1400x900) recording requests and errors; loads the page
-    and waits (bounded, 20 s) until ``document.body.dataset.ready`` is set."""
+    and waits (bounded, 60 s: a first load on a loaded machine once took over 20 s) until
+    ``document.body.dataset.ready`` is set."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     page = ctx.new_page()
     probe = Probe(page, served.url.rstrip("/"))
@@ -185,7 +186,8 @@ def open_page(browser: Any, served: Served, *, hash: str = "") -> Probe:
     page.set_default_timeout(20_000)
     t0 = time.monotonic()
     page.goto(served.url + (f"#{hash}" if hash else ""))
-    page.wait_for_function("() => document.body.dataset.ready !== undefined")
+    page.wait_for_function("() => document.body.dataset.ready !== undefined",
+                           timeout=60_000)
     probe.ready_wall_s = time.monotonic() - t0
     assert page.evaluate("document.body.dataset.ready") == "1", (
         page.text_content("#error"), probe.console_errors)

@@ -9,14 +9,19 @@ the GIL is no bottleneck).
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import os
 import shutil
+import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-__all__ = ["FRR_DIR", "INSTALL_HINT", "VTY_GROUP", "LabError", "preflight", "run", "run_many"]
+__all__ = ["FRR_DIR", "INSTALL_HINT", "VTY_GROUP", "LabError", "preflight", "run", "run_many",
+           "running", "terminate"]
 
 FRR_DIR = "/usr/lib/frr"
 INSTALL_HINT = "apt-get install -y frr iputils-ping iproute2"
@@ -75,3 +80,37 @@ def run_many(cmds: Sequence[Sequence[str]], *, check: bool = True, workers: int 
     with ThreadPoolExecutor(max_workers=min(workers, len(cmds))) as pool:
         futures = [pool.submit(run, c, check=check, timeout=timeout) for c in cmds]
         return [f.result() for f in futures]
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def terminate(pids: Iterable[int], timeout_s: float = 5.0, *,
+              alive: Callable[[int], bool] = running,
+              first: Sequence[signal.Signals] = (signal.SIGTERM,)) -> list[int]:
+    """Stop ``pids`` by pid: the ``first`` signals (SIGTERM), a wait of up to
+    ``timeout_s`` while any is ``alive``, then SIGKILL for what is left. Returns the pids
+    still alive a moment after that (none, normally)."""
+    mine = sorted(set(pids))
+    for sig in first:
+        for p in mine:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+    deadline = time.monotonic() + timeout_s
+    while mine and time.monotonic() < deadline:
+        mine = [p for p in mine if alive(p)]
+        if mine:
+            time.sleep(0.05)
+    if not mine:
+        return []
+    for p in mine:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+    time.sleep(0.1)
+    return [p for p in mine if alive(p)]

@@ -16,7 +16,6 @@ so BFD would add nothing here.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -24,7 +23,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from aifabric.lab._system import FRR_DIR, VTY_GROUP, LabError, run, run_many
+from aifabric.lab._system import FRR_DIR, VTY_GROUP, LabError, run, run_many, terminate
 
 __all__ = ["DAEMONS", "alive", "daemon_pids", "start_frr", "stop_pids", "vtysh"]
 
@@ -129,22 +128,8 @@ def stop_pids(lab: Path, pids: Iterable[int], timeout_s: float = 5.0) -> list[in
     """Stop the given daemons of this lab: SIGCONT (a failed switch is frozen) and
     SIGTERM, then SIGKILL what is left after ``timeout_s``. Returns the pids that
     survived (none, normally)."""
-    mine = [p for p in set(pids) if _ours(p, lab)]
-    for sig in (signal.SIGCONT, signal.SIGTERM):
-        for p in mine:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        mine = [p for p in mine if alive(p, lab)]
-        if not mine:
-            return []
-        time.sleep(0.05)
-    for p in mine:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
-    time.sleep(0.1)
-    return [p for p in mine if alive(p, lab)]
+    return terminate([p for p in set(pids) if _ours(p, lab)], timeout_s,
+                     alive=lambda p: alive(p, lab), first=(signal.SIGCONT, signal.SIGTERM))
 
 
 def vtysh(lab: Path, switch: str, command: str, timeout_s: float = 20) -> str:

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ import numpy as np
 from aifabric.configs.infiniband import net_file
 from aifabric.configs.infiniband import node_name as _node
 from aifabric.errors import Problem, SpecError
-from aifabric.lab._system import LabError
+from aifabric.lab._system import LabError, terminate
 from aifabric.lab.scale import parse_scale, scale_fabric
 from aifabric.outputs import write_file
 from aifabric.routing.infiniband import NO_PATH, Lfts, Subnet, lfts, subnet
@@ -305,16 +304,7 @@ def teardown(lab: Path) -> dict[str, int]:
         pids = [int(p) for p in json.loads((lab / STATE).read_text()).get("pids", {}
                                                                           ).values()]
     mine = [p for p in pids if _alive(p, lab)]
-    for p in mine:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGTERM)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p, lab) for p in mine):
-        time.sleep(0.05)
-    for p in mine:
-        if _alive(p, lab):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+    terminate(mine, 5.0, alive=lambda p: _alive(p, lab))
     for p in pids:  # reap the ones this process started
         child = _CHILDREN.pop(p, None)
         if child is not None:

@@ -44,7 +44,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ import numpy as np
 from aifabric.configs import BuildContext
 from aifabric.configs.addressing import ip_str
 from aifabric.errors import Problem, SpecError
-from aifabric.lab._system import LabError, run, run_many
+from aifabric.lab._system import LabError, run, run_many, terminate
 
 __all__ = ["EXPORTER", "MAX_DEVICES", "MgmtLayout", "answering", "bridge_name", "bridge_up",
            "mgmt_layout", "remove_bridge", "start_exporters", "stop_exporters"]
@@ -255,31 +254,32 @@ def stop_exporters(namespaces: list[str], timeout_s: float = 5.0) -> int:
                 with contextlib.suppress(OSError):
                     if os.path.realpath(os.readlink(f"/proc/{x}/exe")) in bins:
                         mine.append(int(x))
-    for p in mine:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_alive(p) for p in mine):
-        time.sleep(0.05)
-    for p in mine:
-        if _alive(p):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+    terminate(mine, timeout_s)
     return len(mine)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def remove_bridge(prefix: str) -> bool:
-    """Delete the lab's management bridge if it exists; True when one was removed."""
+    """Delete the lab's management bridge, and any root-side veth of the lab still there
+    (the kernel destroys a deleted namespace's veths asynchronously: one may outlive
+    ``ip netns del`` for a moment); True when the bridge was removed."""
     name = bridge_name(prefix)
-    if run(["ip", "link", "show", name], check=False).returncode != 0:
-        return False
-    run(["ip", "link", "del", name], check=False)
-    return True
+    veth = re.compile(re.escape(prefix.rstrip("-")) + r"m\d+")
+
+    def links() -> list[str]:
+        out = run(["ip", "-o", "link", "show"], check=False).stdout
+        return [line.split(":", 2)[1].strip().split("@")[0] for line in out.splitlines()
+                if line.count(":") >= 2]
+
+    had = name in links()
+    if had:
+        run(["ip", "link", "del", name], check=False)
+    deadline = time.monotonic() + 5.0
+    while True:  # bounded: a veth the kernel is destroying may show a moment longer
+        left = [x for x in links() if veth.fullmatch(x)]
+        if not left or time.monotonic() > deadline:
+            break
+        # deleting one end deletes the pair
+        run(["ip", "-batch", "-"], input="".join(f"link del {x}\n" for x in left),
+            check=False)
+        time.sleep(0.05)
+    return had

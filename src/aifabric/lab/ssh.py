@@ -28,13 +28,12 @@ import contextlib
 import os
 import shlex
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from aifabric.lab._system import LabError, run, run_many
+from aifabric.lab._system import LabError, run, run_many, terminate
 
 __all__ = ["SSHD", "inventory_vars", "ssh_pids", "start_sshd", "stop_sshd"]
 
@@ -161,16 +160,7 @@ def stop_sshd(lab: Path, namespaces: list[str], timeout_s: float = 5.0) -> int:
         out = run(["ip", "netns", "pids", n], check=False).stdout
         mine += [int(x) for x in out.split() if x.isdigit() and _exe(int(x)) in ssh_bins]
     mine = sorted(set(mine))
-    for p in mine:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and any(_running(p) for p in mine):
-        time.sleep(0.05)
-    for p in mine:
-        if _running(p):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+    terminate(mine, timeout_s)
     shutil.rmtree(_dir(lab), ignore_errors=True)
     return len(mine)
 
@@ -180,14 +170,6 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except OSError:
         return b""
-
-
-def _running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def inventory_vars(lab: Path, devices: list[str], switches: list[str]
