@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,19 @@ def test_a_damaged_lab_state_is_a_lab_error(tmp_path):
         (tmp_path / STATE).write_text(text)
         with pytest.raises(LabError, match="damaged"):
             load_lab(tmp_path)
+
+
+def test_ansible_control_sockets_fit_a_unix_socket_path(tmp_path):
+    """ssh binds its control master at ``<folder>/<10 hex>.<16 random>``: a lab in a deep
+    folder (a test runner's worker folder) gets a short folder of its own under
+    /run/aifabric instead of ``<lab>/ssh/cp``, one per lab; a short lab keeps its own."""
+    from aifabric.lab.ssh import MAX_CONTROL_DIR, control_dir
+
+    short = Path("/tmp/lab")
+    assert control_dir(short) == short / "ssh" / "cp"
+    deep = tmp_path / ("x" * 80) / "lab"
+    other = tmp_path / ("y" * 80) / "lab"
+    d = control_dir(deep)
+    assert len(str(d)) <= MAX_CONTROL_DIR and len(str(d)) + 1 + 10 + 1 + 16 <= 107
+    assert d.parent == Path("/run/aifabric") and d != control_dir(other)
+    assert control_dir(deep) == d  # the same lab, the same folder

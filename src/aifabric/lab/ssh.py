@@ -25,6 +25,7 @@ are stopped by pid too (``ip netns pids``), before the namespaces are deleted.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shlex
 import shutil
@@ -43,6 +44,22 @@ INSTALL_HINT = "apt-get install -y openssh-server"
 
 def _dir(lab: Path) -> Path:
     return lab / "ssh"
+
+
+#: the longest control-socket folder: ssh binds ``<folder>/<10 hex>.<16 random>`` while
+#: it sets a master up, and a Unix socket's path holds at most 107 bytes
+MAX_CONTROL_DIR = 72
+
+
+def control_dir(lab: Path) -> Path:
+    """Where Ansible's SSH control sockets for the lab go: ``<lab>/ssh/cp``, or, when that
+    path is too long for a Unix socket (a deep lab folder), a folder of this lab under
+    ``/run/aifabric`` (root's, as the lab is)."""
+    d = _dir(Path(lab).absolute()) / "cp"
+    if len(str(d)) <= MAX_CONTROL_DIR:
+        return d
+    h = hashlib.sha1(str(Path(lab).absolute()).encode()).hexdigest()[:16]
+    return Path("/run/aifabric") / f"cp-{h}"
 
 
 def preflight_ssh() -> None:
@@ -103,6 +120,9 @@ def start_sshd(lab: Path, ns: dict[str, str], address: dict[str, str],
     addrs = sorted(set(address.values()))
     (d / "known_hosts").write_text(f"{','.join(addrs)} {host_pub}\n", encoding="utf-8")
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation dir
+    cp = control_dir(lab)  # Ansible's control sockets: only root may reach them
+    cp.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cp.mkdir(mode=0o700, exist_ok=True)
     enter = (["nsenter", "--net=/run/netns/{ns}"] if shutil.which("nsenter")
              else ["ip", "netns", "exec", "{ns}"])
     cmds = []
@@ -161,6 +181,7 @@ def stop_sshd(lab: Path, namespaces: list[str], timeout_s: float = 5.0) -> int:
         mine += [int(x) for x in out.split() if x.isdigit() and _exe(int(x)) in ssh_bins]
     mine = sorted(set(mine))
     terminate(mine, timeout_s)
+    shutil.rmtree(control_dir(lab), ignore_errors=True)
     shutil.rmtree(_dir(lab), ignore_errors=True)
     return len(mine)
 
@@ -195,6 +216,7 @@ def inventory_vars(lab: Path, devices: list[str], switches: list[str]
     common = (f"-o UserKnownHostsFile={d / 'known_hosts'} -o StrictHostKeyChecking=yes "
               "-o IdentitiesOnly=yes -o BatchMode=yes -o ConnectTimeout=5")
     return per, {"ansible_user": "root", "ansible_ssh_private_key_file": str(d / "id_ed25519"),
-                 "ansible_ssh_common_args": common, "ansible_control_path_dir": str(d / "cp"),
+                 "ansible_ssh_common_args": common,
+                 "ansible_control_path_dir": str(control_dir(lab)),
                  "ansible_ssh_transfer_method": "piped", "ansible_python_interpreter": python,
                  "aifabric_python": python, "aifabric_sonic": False, "aifabric_gate_timeout": 30}
