@@ -894,6 +894,24 @@ def reorder(S, q, d):
 
 
 @njit(cache=True, inline='always')
+def bitmap_drain(QI, q, rcv, size, mtu, W, rb, most):
+    """The frames an out-of-order receiver holds right behind ``rcv`` (QP ``q``'s
+    bitmap: packet i -> bit i % 64 of column ``rb + i // 64``, ``W`` packets), at most
+    ``most`` of them, cleared from the bitmap: (the new cumulative point, how many)."""
+    n = 0
+    while n < most and rcv < size:
+        i = (rcv // mtu) % W
+        c = rb + i // 64
+        m = np.int64(1) << (i % 64)
+        if QI[q, c] & m == 0:
+            break
+        QI[q, c] &= ~m
+        n += 1
+        rcv += mtu if size - rcv > mtu else size - rcv
+    return rcv, n
+
+
+@njit(cache=True, inline='always')
 def ooo_receive(S, q, k, seq, rcv, pay, now):
     """The out-of-order receiver (``nic.receiver: ooo``, UEC RUD): a frame at the next
     expected sequence is delivered and so are the frames the bitmap holds right behind
@@ -910,16 +928,8 @@ def ooo_receive(S, q, k, seq, rcv, pay, now):
     if seq == rcv:
         rcv += pay
         G[DELIV] += pay
-        filled = False
-        while rcv < size:
-            i = (rcv // mtu) % W
-            c = rb + i // 64
-            m = np.int64(1) << (i % 64)
-            if QI[q, c] & m == 0:
-                break
-            QI[q, c] &= ~m
-            filled = True
-            rcv += mtu if size - rcv > mtu else size - rcv
+        rcv, n = bitmap_drain(QI, q, rcv, size, mtu, W, rb, size)
+        filled = n > 0
         QI[q, Q_RCVNXT] = rcv
         QI[q, Q_PSA] += 1
         last = rcv >= size
@@ -992,15 +1002,8 @@ def ooo_coalesced(S, q, k, seq, rcv, pay, now):
     else:
         rcv += pay
         G[DELIV] += pay
-        while held > 0 and rcv < size:
-            i = (rcv // mtu) % W
-            c = rb + i // 64
-            m = np.int64(1) << (i % 64)
-            if QI[q, c] & m == 0:
-                break
-            QI[q, c] &= ~m
-            held -= 1
-            rcv += mtu if size - rcv > mtu else size - rcv
+        rcv, n = bitmap_drain(QI, q, rcv, size, mtu, W, rb, held)
+        held -= n
         QI[q, Q_OOON] = held
         QI[q, Q_RCVNXT] = rcv
         if rcv >= size:
