@@ -150,6 +150,28 @@ def pytest_configure(config):
             os.environ["COLUMNS"] = workerinput["aifabric_columns"]
 
 
+def one_line_exit_2(r) -> str:
+    """The one line a refusal printed (a ``cli`` result): exit 2, one line on stderr,
+    no traceback."""
+    __tracebackhide__ = True
+    assert r.code == 2, (r.code, r.out, r.err)
+    assert "Traceback" not in r.err
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    return lines[0]
+
+
+def families(text: str) -> dict[str, list]:
+    """Samples of a Prometheus text scrape by sample name (prometheus-client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
 @cache
 def example(name: str) -> Fabric:
     """The fabric of ``examples/<name>.yaml`` (built once per test session)."""

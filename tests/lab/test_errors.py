@@ -9,23 +9,15 @@ import pytest
 
 from aifabric.lab import _system
 from tests._require import need
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, one_line_exit_2
 
 SPEC = EXAMPLES / "hpn-pod.yaml"
-
-
-def _one_line(r) -> str:
-    lines = r.err.strip().splitlines()
-    assert r.code == 2, r.err
-    assert len(lines) == 1, r.err
-    assert "Traceback" not in r.err
-    return lines[0]
 
 
 def test_not_root_is_refused(cli, monkeypatch, tmp_path):
     """A user who is not root is told the lab needs root; nothing is made."""
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    line = _one_line(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
     assert "root" in line
     assert not (tmp_path / "lab").exists()
 
@@ -38,7 +30,7 @@ def test_no_ip_netns_is_refused(cli, monkeypatch, tmp_path):
     (fake / "ip").write_text('#!/bin/sh\necho \'Object "netns" is unknown\' >&2\nexit 255\n')
     (fake / "ip").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
-    line = _one_line(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
     assert "ip netns" in line and "netns" in line
     assert not (tmp_path / "lab").exists()
 
@@ -47,7 +39,7 @@ def test_frr_missing_says_how_to_install(cli, monkeypatch, tmp_path):
     """Without FRR's daemons the error names what is missing and the apt-get command."""
     need("root", os.geteuid() == 0, "the root check comes first")
     monkeypatch.setattr(_system, "FRR_DIR", str(tmp_path / "no-frr"))
-    line = _one_line(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--dir", tmp_path / "lab"))
     assert "FRR is not installed" in line and "apt-get install -y frr" in line
     assert not (tmp_path / "lab").exists()
 
@@ -56,13 +48,13 @@ def test_frr_missing_says_how_to_install(cli, monkeypatch, tmp_path):
 def test_no_lab_up_is_one_line(cli, tmp_path, cmd):
     """test/status without a lab in the folder: exit 2, one line naming the folder
     (``down`` with nothing up says so and exits 0: tests/cli/test_exit_codes.py)."""
-    line = _one_line(cli("lab", cmd, "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", cmd, "--dir", tmp_path / "lab"))
     assert "no lab is up" in line and str(tmp_path / "lab") in line
 
 
 def test_bad_scale_is_one_line(cli, tmp_path):
     """An unknown --scale preset: exit 2, one line naming --scale and what is allowed."""
-    line = _one_line(cli("lab", "up", SPEC, "--scale", "huge", "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--scale", "huge", "--dir", tmp_path / "lab"))
     assert "--scale" in line and "small" in line and "medium" in line
 
 

@@ -18,7 +18,7 @@ from aifabric.lab.queues import Queues, parse_queues, read_queues
 from aifabric.lab.traffic import PAYLOAD, run_traffic
 from aifabric.telemetry.exporter import LabCollector, scrape_text
 from tests._require import need, skip_allowed
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, families, one_line_exit_2
 from tests.lab.live import established_lab, live
 
 SPEC = EXAMPLES / "hpn-pod.yaml"
@@ -27,29 +27,10 @@ PORT_MBIT = 10.0
 SECONDS = 6.0
 
 
-def _families(text: str) -> dict[str, list]:
-    """Samples of a Prometheus text scrape by sample name (prometheus-client's parser)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
-
-
-def _one_line(r) -> str:
-    lines = r.err.strip().splitlines()
-    assert r.code == 2, r.err
-    assert len(lines) == 1, r.err
-    assert "Traceback" not in r.err
-    return lines[0]
-
-
 def test_bad_queue_options_are_one_line_exit_2(cli, tmp_path):
-    line = _one_line(cli("lab", "up", SPEC, "--queues", "wred", "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--queues", "wred", "--dir", tmp_path / "lab"))
     assert "--queues" in line and "auto, red, fifo, none" in line
-    line = _one_line(cli("lab", "up", SPEC, "--port-mbit", "0", "--dir", tmp_path / "lab"))
+    line = one_line_exit_2(cli("lab", "up", SPEC, "--port-mbit", "0", "--dir", tmp_path / "lab"))
     assert "--port-mbit" in line
     assert not (tmp_path / "lab").exists()
 
@@ -149,7 +130,7 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
             t_first = time.monotonic()
             scrape_text(col)
             time.sleep(1.5)
-            during = _families(scrape_text(col))
+            during = families(scrape_text(col))
             assert time.monotonic() - t_first < SECONDS - 0.5, "the scrapes outlasted the run"
         finally:
             th.join(timeout=SECONDS + 30)
@@ -191,7 +172,7 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
     incast_tor = [s for s in depth if s.labels["peer"] == "host-s00-h000"]
     assert max(s.value for s in incast_tor) > 0, incast_tor
     # the exported queue counters are tc's (after the traffic: nothing moves but BGP)
-    after = _families(after_text)
+    after = families(after_text)
     q_depth = {(s.labels["device"], s.labels["port"]): s.value
                for s in after["aifabric_queue_depth_bytes"]}
     tx_drops = {(s.labels["device"], s.labels["port"]): s.value
@@ -212,14 +193,14 @@ def test_traffic_fills_the_tiers_and_the_scrape_equals_the_kernels_counters(qlab
 
 @live
 def test_bad_traffic_input_is_one_line_exit_2(qlab, cli, tmp_path):
-    line = _one_line(cli("lab", "traffic", SCENARIO, "--seconds", "0", "--dir", qlab.dir))
+    line = one_line_exit_2(cli("lab", "traffic", SCENARIO, "--seconds", "0", "--dir", qlab.dir))
     assert "--seconds" in line
-    line = _one_line(cli("lab", "traffic", SCENARIO, "--flow-mbit", "0", "--dir", qlab.dir))
+    line = one_line_exit_2(cli("lab", "traffic", SCENARIO, "--flow-mbit", "0", "--dir", qlab.dir))
     assert "--flow-mbit" in line
     big = tmp_path / "big.yaml"
     big.write_text("name: big\nspec: " + str(SPEC) + "\ntraffic:\n"
                    "  - {pattern: permutation, gpus: '0:64', shift: 8}\n")
-    line = _one_line(cli("lab", "traffic", big, "--dir", qlab.dir))
+    line = one_line_exit_2(cli("lab", "traffic", big, "--dir", qlab.dir))
     assert "traffic" in line and "big.yaml" in line
 
 
@@ -236,7 +217,7 @@ def test_red_marks_ecn_on_the_congested_port(qlab):
     col = LabCollector(qlab.dir, probes=0, timeout_s=5.0)  # a loaded machine
     try:
         r = run_traffic(qlab, SCENARIO, SECONDS)
-        m = _families(scrape_text(col))
+        m = families(scrape_text(col))
         tc_now = {d: read_queues(qlab.layout.ns[d]) for d in qlab.layout.switches}
     finally:
         col.close()

@@ -23,7 +23,7 @@ from aifabric.spec.load import (
     load_yaml,
     max_input_bytes,
 )
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, one_line_exit_2
 
 #: 9 ** 9 = 387,420,489 strings once expanded, in 11 lines
 LOL = "\n".join(
@@ -74,14 +74,6 @@ def _commands(f: dict[str, Path], tmp: Path) -> list[tuple[str, ...]]:
     ]
 
 
-def _one_line(r) -> str:
-    assert r.code == 2, (r.code, r.out, r.err)
-    assert "Traceback" not in r.err
-    lines = r.err.strip().splitlines()
-    assert len(lines) == 1, r.err
-    return lines[0]
-
-
 def test_an_alias_bomb_is_refused_on_every_entry_point_within_a_second(cli, tmp_path,
                                                                         monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -91,7 +83,7 @@ def test_an_alias_bomb_is_refused_on_every_entry_point_within_a_second(cli, tmp_
         t0 = time.perf_counter()
         r = cli(*cmd)
         took = time.perf_counter() - t0
-        line = _one_line(r)
+        line = one_line_exit_2(r)
         assert f"aliases expand to more than {MAX_ALIAS_NODES:,} further nodes" in line, cmd
         assert ".yaml" in line, (cmd, line)  # names the file
         assert took < 1.0, (cmd, took)
@@ -163,7 +155,7 @@ def test_deep_nesting_in_a_spec_is_one_line_exit_2(cli, tmp_path):
     p = tmp_path / "deep.yaml"
     p.write_text("name: d\nhosts: {count: 4}\ntopology: {family: "
                  + "[" * 200 + "]" * 200 + "}\n")
-    line = _one_line(cli("plan", p))
+    line = one_line_exit_2(cli("plan", p))
     assert str(p) in line and f"nested deeper than {MAX_DEPTH} levels" in line
 
 
@@ -173,17 +165,17 @@ def test_a_file_past_the_size_limit_is_refused_before_parsing(cli, tmp_path, mon
     p.write_text(SPEC + "#" * 2_000_000 + "\n")
     assert cli("plan", p).code == 0  # under the default limit
     monkeypatch.setenv("AIFABRIC_MAX_INPUT_BYTES", "1M")
-    line = _one_line(cli("plan", p))
+    line = one_line_exit_2(cli("plan", p))
     assert str(p) in line and "larger than the input limit of 1.0 MiB" in line
     assert "AIFABRIC_MAX_INPUT_BYTES" in line
     j = tmp_path / "inv.json"
     j.write_text(json.dumps({"hosts": {}, "switches": {}, "pad": "x" * 2_000_000}))
-    line = _one_line(cli("check", EXAMPLES / "single-tor-dcn.yaml", "--inventory", j))
+    line = one_line_exit_2(cli("check", EXAMPLES / "single-tor-dcn.yaml", "--inventory", j))
     assert str(j) in line and "larger than the input limit" in line
     monkeypatch.setenv("AIFABRIC_MAX_INPUT_BYTES", "0")  # no limit
     assert cli("plan", p).code == 0
     monkeypatch.setenv("AIFABRIC_MAX_INPUT_BYTES", "lots")
-    assert "AIFABRIC_MAX_INPUT_BYTES" in _one_line(cli("plan", p))
+    assert "AIFABRIC_MAX_INPUT_BYTES" in one_line_exit_2(cli("plan", p))
 
 
 def test_json_inputs_are_bounded(tmp_path, monkeypatch):

@@ -35,7 +35,7 @@ from aifabric.telemetry.exporter import (
 )
 from aifabric.topology import LinkKind
 from tests._require import need
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, families
 from tests.lab.live import LAB, NO_LAB, live
 from tests.telemetry.conftest import free_port, need_prometheus
 
@@ -44,17 +44,6 @@ SETTLE_S = 60.0
 SERVE_S = 30.0
 COUNTERS = ("bytes", "packets", "drops", "errors")
 _SYS = {"bytes": "bytes", "packets": "packets", "drops": "dropped", "errors": "errors"}
-
-
-def _families(text: str) -> dict[str, list]:
-    """Samples of a Prometheus text scrape by sample name (prometheus-client's parser)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    out: dict[str, list] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
 
 
 def _get(url: str, timeout: float = 10) -> str:
@@ -196,7 +185,7 @@ def test_scrape_of_the_small_hpn_lab_passes_promtool_and_takes_under_1s(lab, exp
     chk = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                          text=True, timeout=30)
     assert chk.returncode == 0, chk.stdout + chk.stderr
-    m = _families(text)
+    m = families(text)
     from aifabric.telemetry.catalog import CATALOG, QUEUE_METRICS
 
     # exactly the catalog's lab metrics: none missing, none the catalog does not list
@@ -246,7 +235,7 @@ def test_counters_equal_the_kernels(lab):
         after = {d: _kernel_counters(ns) for d, ns in nss.items()}
     finally:
         col.close()
-    m = _families(text)
+    m = families(text)
     checked = equal = 0
     for c in COUNTERS:
         for s in m[f"aifabric_interface_{c}_total"]:
@@ -284,7 +273,7 @@ def test_a_frozen_daemon_is_up_0_and_the_scrape_goes_on(lab, exporter):
     chk = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
                          text=True, timeout=30)
     assert chk.returncode == 0, chk.stdout + chk.stderr
-    m = _families(text)
+    m = families(text)
     down = {(s.labels["device"], s.labels["target"]) for s in m["aifabric_up"] if s.value == 0}
     assert down == {(sw, "frr")}
     assert sw not in {s.labels["device"] for s in m["aifabric_bgp_session_up"]}
@@ -448,7 +437,7 @@ def test_a_lab_taken_down_is_exported_as_every_target_down(lab, exporter, cli):
     url, _, proc, log = exporter
     r = cli("lab", "down", "--dir", lab.dir)
     assert r.code == 0, r.err
-    m = _families(_get(url))
+    m = families(_get(url))
     assert proc.poll() is None, log.read_text()
     ups = m["aifabric_up"]
     assert len(ups) == len(lab.layout.namespaces) + len(lab.layout.switches)
