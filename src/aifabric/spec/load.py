@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -141,6 +143,20 @@ def _too_deep(mark: Any) -> None:
         "levels of nesting (aliases expanded)", mark)
 
 
+@contextmanager
+def _libyaml_depth() -> Iterator[None]:
+    """libyaml's own nesting limit as this module's: newer libyaml builds (PyYAML 6.0.4's
+    wheels) stop a scan at 1,000 open flow levels ("exceeded maximum nesting depth"),
+    which can come before the composer reaches :data:`MAX_DEPTH`; either way the
+    document is nested too deep, and it is said one way."""
+    try:
+        yield
+    except yaml.MarkedYAMLError as err:
+        if "maximum nesting depth" in (err.problem or ""):
+            _too_deep(err.problem_mark)
+        raise
+
+
 def _kids(node: Any) -> list[Any]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
@@ -222,9 +238,15 @@ if _CParser is not None:
 
         # the Python composer's methods, not the C parser's own
         check_node = Composer.check_node
-        get_node = Composer.get_node
-        get_single_node = Composer.get_single_node
         compose_document = _Bounded.compose_document
+
+        def get_node(self) -> Any:
+            with _libyaml_depth():
+                return Composer.get_node(self)
+
+        def get_single_node(self) -> Any:
+            with _libyaml_depth():
+                return Composer.get_single_node(self)
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             if isinstance(node, yaml.MappingNode):
