@@ -188,6 +188,26 @@ def _ser(nbytes, ppb):
     return np.int64(nbytes * ppb + 0.5)
 
 
+@njit(cache=True, inline='always')
+def _append(Q, row, head, tail, N, x, nxt):
+    """Append item ``x`` (a row of ``N``, linked through column ``nxt``) to the FIFO list
+    whose head and tail are columns ``head`` and ``tail`` of ``Q[row]``."""
+    N[x, nxt] = -1
+    if Q[row, tail] >= 0:
+        N[Q[row, tail], nxt] = x
+    else:
+        Q[row, head] = x
+    Q[row, tail] = x
+
+
+@njit(cache=True, inline='always')
+def _grow(Q, row, col, peak, n):
+    """Add ``n`` to ``Q[row, col]`` and keep its peak in ``Q[row, peak]``."""
+    Q[row, col] += n
+    if Q[row, col] > Q[row, peak]:
+        Q[row, peak] = Q[row, col]
+
+
 @njit(cache=True)
 def _host_send(G, C, HT, FR, HP, FL, PPBH, p, t):
     """Host port ``p`` sends its next frame if it is idle, not paused and has a flow."""
@@ -206,11 +226,7 @@ def _host_send(G, C, HT, FR, HP, FL, PPBH, p, t):
     if HP[p, H_FHEAD] < 0:
         HP[p, H_FTAIL] = -1
     if FL[fl, L_LEFT] > 0:
-        if HP[p, H_FTAIL] >= 0:
-            FL[HP[p, H_FTAIL], L_NEXT] = fl
-        else:
-            HP[p, H_FHEAD] = fl
-        HP[p, H_FTAIL] = fl
+        _append(HP, p, H_FHEAD, H_FTAIL, FL, fl, L_NEXT)
     else:
         FL[fl, L_INLIST] = 0
     f = G[FR_FREE]
@@ -266,15 +282,8 @@ def _spray(C, AP, NHP, NHA, RR, sw, e, ne):
 
 @njit(cache=True)
 def _enqueue_cell(G, C, HT, CE, AP, PPBA, a, c, t):
-    CE[c, C_NEXT] = -1
-    if AP[a, A_TAIL] >= 0:
-        CE[AP[a, A_TAIL], C_NEXT] = c
-    else:
-        AP[a, A_HEAD] = c
-    AP[a, A_TAIL] = c
-    AP[a, A_QB] += C[CELL]
-    if AP[a, A_QB] > AP[a, A_MAXQ]:
-        AP[a, A_MAXQ] = AP[a, A_QB]
+    _append(AP, a, A_HEAD, A_TAIL, CE, c, C_NEXT)
+    _grow(AP, a, A_QB, A_MAXQ, C[CELL])
     if AP[a, A_BUSY] == 0:
         AP[a, A_BUSY] = 1
         hpush(HT, G, t + _ser(C[CELL], PPBA[a]), E_ATX, a, 0)
@@ -294,15 +303,8 @@ def _release(G, C, HT, FR, HP, VQ, PPBH, v, t):
         HP[p, H_RB] -= FR[f, F_NCELLS] * C[CELL]
         HP[p, S_OUT] -= FR[f, F_BYTES]
         _kick(G, C, HT, HP, p, t)
-        FR[f, F_NEXT] = -1
-        if HP[p, H_EGT] >= 0:
-            FR[HP[p, H_EGT], F_NEXT] = f
-        else:
-            HP[p, H_EGH] = f
-        HP[p, H_EGT] = f
-        HP[p, H_EGQB] += FR[f, F_BYTES]
-        if HP[p, H_EGQB] > HP[p, H_EGQMAX]:
-            HP[p, H_EGQMAX] = HP[p, H_EGQB]
+        _append(HP, p, H_EGH, H_EGT, FR, f, F_NEXT)
+        _grow(HP, p, H_EGQB, H_EGQMAX, FR[f, F_BYTES])
         if HP[p, H_EGBUSY] == 0:
             HP[p, H_EGBUSY] = 1
             hpush(HT, G, t + _ser(FR[f, F_BYTES] + C[WIRE], PPBH[p]), E_EGTX, p, 0)
@@ -368,9 +370,7 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
                 G[CE_FREE] = c
                 G[CE_NFREE] += 1
                 p = FR[f, F_DSTP]
-                HP[p, H_RB] += C[CELL]
-                if HP[p, H_RB] > HP[p, H_RBMAX]:
-                    HP[p, H_RBMAX] = HP[p, H_RB]
+                _grow(HP, p, H_RB, H_RBMAX, C[CELL])
                 FR[f, F_LEFT] -= 1
                 if FR[f, F_LEFT] == 0:
                     FR[f, F_DONE] = 1
@@ -391,15 +391,8 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
             v = HP[src, H_EDGE] * nport + dp
             FR[f, F_VOQ] = v
             FR[f, F_TENQ] = t
-            FR[f, F_NEXT] = -1
-            if VQ[v, V_TAIL] >= 0:
-                FR[VQ[v, V_TAIL], F_NEXT] = f
-            else:
-                VQ[v, V_HEAD] = f
-            VQ[v, V_TAIL] = f
-            VQ[v, V_BYTES] += FR[f, F_BYTES]
-            if VQ[v, V_BYTES] > VQ[v, V_MAX]:
-                VQ[v, V_MAX] = VQ[v, V_BYTES]
+            _append(VQ, v, V_HEAD, V_TAIL, FR, f, F_NEXT)
+            _grow(VQ, v, V_BYTES, V_MAX, FR[f, F_BYTES])
             if VQ[v, V_BYTES] >= C[XOFF] and HP[src, H_PVOQ] < 0:
                 HP[src, H_PVOQ] = v  # PFC XOFF toward the sending host
                 HP[src, H_PAUSES] += 1
@@ -412,12 +405,7 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
             VQ[v, V_WANT] += b
             if VQ[v, V_ACTIVE] == 0:
                 VQ[v, V_ACTIVE] = 1
-                VQ[v, V_SNEXT] = -1
-                if HP[p, S_TAIL] >= 0:
-                    VQ[HP[p, S_TAIL], V_SNEXT] = v
-                else:
-                    HP[p, S_HEAD] = v
-                HP[p, S_TAIL] = v
+                _append(HP, p, S_HEAD, S_TAIL, VQ, v, V_SNEXT)
             _kick(G, C, HT, HP, p, t)
         elif kind == E_TICK:  # the scheduler of port a grants one credit
             p = a
@@ -433,17 +421,10 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
             if HP[p, S_HEAD] < 0:
                 HP[p, S_TAIL] = -1
             if VQ[v, V_WANT] > 0:  # round robin: to the back
-                VQ[v, V_SNEXT] = -1
-                if HP[p, S_TAIL] >= 0:
-                    VQ[HP[p, S_TAIL], V_SNEXT] = v
-                else:
-                    HP[p, S_HEAD] = v
-                HP[p, S_TAIL] = v
+                _append(HP, p, S_HEAD, S_TAIL, VQ, v, V_SNEXT)
             else:
                 VQ[v, V_ACTIVE] = 0
-            HP[p, S_OUT] += g
-            if HP[p, S_OUT] > HP[p, S_OUTMAX]:
-                HP[p, S_OUTMAX] = HP[p, S_OUT]
+            _grow(HP, p, S_OUT, S_OUTMAX, g)
             HP[p, S_GRANTED] += g
             HP[p, S_NEXT] = t + np.int64(g * PACE[p] + 0.5)
             if C[LOG]:
@@ -476,12 +457,7 @@ def run(G, C, HT, FR, CE, AP, PPBA, HP, PPBH, PACE, VQ, FL, NHP, NHA, RR, SWI, E
                 # the stream (VOQ) order the egress restores
                 FR[f, F_SEQ] = VQ[v, V_SEQ]
                 VQ[v, V_SEQ] += 1
-                FR[f, F_SNEXT] = -1
-                if VQ[v, V_ROT] >= 0:
-                    FR[VQ[v, V_ROT], F_SNEXT] = f
-                else:
-                    VQ[v, V_ROH] = f
-                VQ[v, V_ROT] = f
+                _append(VQ, v, V_ROH, V_ROT, FR, f, F_SNEXT)
                 dp = FR[f, F_DSTP]
                 de = HP[dp, H_EDGE]
                 if de == e0:  # switched locally by the edge: no cells
