@@ -4,10 +4,12 @@ interpreter, numpy, scipy and the data)."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import queue
 import resource
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,3 +37,11 @@ def run_isolated(target: Callable[..., dict[str, Any]], *args: Any,
         return None
     p.join()
     return result
+
+
+def finish(results: list[dict[str, Any]] | dict[str, Any], failed: bool) -> int:
+    """A benchmark's end: its measurements as JSON when ``--json`` is on the command
+    line, and its exit status (1 when a figure missed its limit)."""
+    if "--json" in sys.argv:
+        print(json.dumps(results, indent=2))
+    return 1 if failed else 0

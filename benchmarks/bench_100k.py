@@ -28,7 +28,6 @@ wait for a CPU (both are printed).
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN_LIMIT_S, SIM_LIMIT_S = 5.0, 10.0
@@ -137,9 +136,7 @@ def main() -> int:
               f"{tr['est_mb']:>8.0f} {ratio:>12.2f}  {'ok' if ok else 'OVER'}"
               + ("" if r["nodes_ok"] else "  (guard's node/link count wrong)"))
         out.append(r | {"traced_mb": tr["traced_mb"], "est_mb": tr["est_mb"]})
-    if "--json" in sys.argv:
-        print(json.dumps(out, indent=2))
-    return 1 if failed else 0
+    return finish(out, failed)
 
 
 if __name__ == "__main__":

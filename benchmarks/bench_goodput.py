@@ -11,12 +11,11 @@ the CPU time is reported beside the wall time (a shared machine stretches the wa
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "examples" / "scenarios" / "goodput-16k-published.yaml"
@@ -65,9 +64,7 @@ def main() -> int:
               f"{lim or '-':>8} {r['peak_mb']:>8.0f} {r['interruptions']:>8.1f} "
               f"{r['ettr']:>7.4f}  {'ok' if ok else 'OVER LIMIT'}")
         results.append(r)
-    if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
+    return finish(results, failed)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ for a CPU (both are printed).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 import yaml
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 HPN = ROOT / "examples" / "hpn-pod.yaml"
@@ -85,9 +84,7 @@ def refusals() -> int:
                   f"{'ok' if ok else 'OVER LIMIT' if r['code'] == 2 else 'NOT REFUSED'}")
             results.append({"case": name, **r})
     print(f"\nfirst message: {results[0]['err'][:400]}")
-    if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
+    return finish(results, failed)
 
 
 # ------------------------------------------------------------------ calibration

@@ -10,12 +10,11 @@ the limits of issue #2.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -55,9 +54,7 @@ def main() -> int:
               f"{r['plan_s']:>7.3f} {total:>8.3f} {t_lim or '-':>8} {r['peak_mb']:>8.0f} "
               f"{m_lim or '-':>9}  {'ok' if ok else 'OVER LIMIT'}")
         results.append(r)
-    if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
+    return finish(results, failed)
 
 
 if __name__ == "__main__":

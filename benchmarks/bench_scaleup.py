@@ -14,12 +14,11 @@ Two cases, each in a fresh child process pinned to one CPU (see ``_harness``):
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "scaleup" / "gb200-nvl72-x1024.yaml"
@@ -70,9 +69,7 @@ def main() -> int:
               f"{limit:>8.0f} {r['peak_mb']:>8.0f}  {'ok' if ok else 'OVER LIMIT':<7}  "
               f"{detail}")
         results.append(r)
-    if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
+    return finish(results, failed)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from _harness import run_isolated
+from _harness import finish, run_isolated
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [
@@ -401,9 +401,7 @@ def main() -> int:
     r = _concurrent()
     failed |= not _print_concurrent(r, CONCURRENT[4])
     results.append(r)
-    if "--json" in sys.argv:
-        print(json.dumps(results, indent=2))
-    return 1 if failed else 0
+    return finish(results, failed)
 
 
 if __name__ == "__main__":
