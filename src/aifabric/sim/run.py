@@ -39,8 +39,9 @@ class Workload:
     chakra: dict[str, Any] | None = None
     # SHARP AllReduce stages: stage -> the arc each of its transfers is (aifabric.sim.sharp)
     sharp: dict[int, np.ndarray] = field(default_factory=dict)
-    # SHARP AllReduce stages: stage -> its reduction trees (the packet simulator's units)
-    sharp_trees: dict[int, list[Any]] = field(default_factory=dict)
+    # SHARP AllReduce stages: stage -> its operations (a collective, a job's DP group),
+    # each a list of reduction trees (the packet simulator's aggregation units)
+    sharp_trees: dict[int, list[list[Any]]] = field(default_factory=dict)
 
 
 def gpu_pool(f: Fabric) -> GpuPool:
@@ -170,8 +171,8 @@ class _SharpHeld:
     ops: dict[int, int] = field(default_factory=dict)
     laid: int = 0
     notes: list[str] = field(default_factory=list)
-    #: stage -> the trees of its SHARP AllReduce (jobs' and collectives')
-    trees_of: dict[int, list[Any]] = field(default_factory=dict)
+    #: stage -> its SHARP operations (jobs' DP groups, collectives), each a list of trees
+    trees_of: dict[int, list[list[Any]]] = field(default_factory=dict)
 
 
 def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray, seed: int,
@@ -290,7 +291,7 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
         b.coll = len(b.collectives)
         stage = b.transfers(src, dst, unit * bucket, deps=deps, label=f"{label} (sharp)")
         sharp[stage] = arcs
-        held.trees_of[stage] = [tr for t in range(tp) for tr in groups[p * tp + t]]
+        held.trees_of[stage] = [list(groups[p * tp + t]) for t in range(tp)]
         b.add_collective(Collective(name=label, op="allreduce", algorithm="sharp",
                                     n_gpus=dp, size_bytes=int(bucket), channels=1,
                                     job=b.job, stages=(stage,),
@@ -443,7 +444,7 @@ def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: st
 
 def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
                gpus: np.ndarray, sharp: dict[int, np.ndarray], host: np.ndarray, *,
-               trees_of: dict[int, list[Any]] | None = None) -> None:
+               trees_of: dict[int, list[list[Any]]] | None = None) -> None:
     """A SHARP AllReduce as one stage of the DAG, as NCCL's CollNet pipelines it: with
     ``g`` > 1 GPUs on every host, a ring ReduceScatter inside each host (NVLink), each
     GPU's ``S/g`` slice reduced by SHARP on its own rail's tree, and a ring AllGather
@@ -467,7 +468,7 @@ def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
         deps = b.transfers(src, dst, sizes, deps=deps, label=f"{name} (sharp)")
         sharp[deps] = arcs
         if trees_of is not None:
-            trees_of[deps] = list(trees)
+            trees_of[deps] = [list(trees)]
         b.add_collective(Collective(name=name, op="allreduce", algorithm="sharp",
                                     n_gpus=k, size_bytes=int(cs.size_bytes), channels=1,
                                     job=-1, stages=(deps,),
@@ -730,7 +731,10 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         if wl.sharp:  # SHARP AllReduces: on the switches' aggregation units
             from aifabric.sim.packet.sharp import SharpPlan
 
-            plan = SharpPlan(f, wl.sharp, wl.sharp_trees)
+            sc = cfg.sharp
+            plan = SharpPlan(f, wl.sharp, wl.sharp_trees, chunk_bytes=sc.chunk_bytes,
+                             outstanding=sc.outstanding, agg_gbps=sc.aggregation_gbps,
+                             agg_latency_ns=sc.aggregation_latency_ns)
         run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
                          n_groups=len(gnames), progress=progress,
                          max_events=DEFAULT_MAX_EVENTS if max_events is None else max_events,

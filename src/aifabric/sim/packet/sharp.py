@@ -153,7 +153,8 @@ class SharpPlan:
     transfers (:func:`aifabric.sim.run._sharp_transfers`), run by :meth:`start` on the
     packet simulator when the DAG driver reaches them."""
 
-    def __init__(self, f: Fabric, arcs: dict[int, np.ndarray], trees: dict[int, list[Any]],
+    def __init__(self, f: Fabric, arcs: dict[int, np.ndarray],
+                 trees: dict[int, list[list[Any]]],
                  *, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  outstanding: int = DEFAULT_OUTSTANDING, agg_gbps: float | None = None,
                  agg_latency_ns: float = AGG_LATENCY_NS) -> None:
@@ -161,7 +162,9 @@ class SharpPlan:
             raise ValueError("chunk_bytes and outstanding must be >= 1")
         self.f = f
         self.arcs = {int(s): np.asarray(a, dtype=np.int64) for s, a in arcs.items()}
-        self.trees = {int(s): list(t) for s, t in trees.items()}
+        #: per stage: its operations (a collective, a job's DP group), each its trees
+        self.ops = {int(s): [list(g) for g in t] for s, t in trees.items()}
+        self.trees = {s: [tr for g in ops for tr in g] for s, ops in self.ops.items()}
         self.stages = set(self.arcs)
         missing = self.stages - set(self.trees)
         if missing:
@@ -272,17 +275,32 @@ class SharpPlan:
     def summary(self) -> dict[str, Any]:
         """The ``sharp`` block of the packet summary: the model's settings, the units,
         and one line per SHARP operation run."""
+        # an operation is a set of trees (a collective's, a DP group's): its repeats
+        # and buckets hold the same trees, counted once, as the limits count them
         per_switch_trees: dict[str, int] = {}
         per_switch_ops: dict[str, int] = {}
         names = self.f.nodes.name
+        trees_seen: set[int] = set()
+        ops_seen: set[frozenset[int]] = set()
+        sw_of = {id(t["tree"]): t["switches"] for r in self._routes.values() for t in r}
         for s in sorted(self.stages):
-            seen: set[int] = set()
-            for t in self._routes[s]:
-                for x in t["switches"]:
-                    per_switch_trees[str(names[x])] = per_switch_trees.get(str(names[x]), 0) + 1
-                    seen.add(x)
-            for x in seen:
-                per_switch_ops[str(names[x])] = per_switch_ops.get(str(names[x]), 0) + 1
+            for op in self.ops[s]:
+                key = frozenset(id(tr) for tr in op)
+                if key in ops_seen:
+                    continue
+                ops_seen.add(key)
+                sws: set[int] = set()
+                for tr in op:
+                    sws.update(sw_of[id(tr)])
+                    if id(tr) in trees_seen:
+                        continue
+                    trees_seen.add(id(tr))
+                    for x in sw_of[id(tr)]:
+                        n = str(names[x])
+                        per_switch_trees[n] = per_switch_trees.get(n, 0) + 1
+                for x in sorted(sws):
+                    n = str(names[x])
+                    per_switch_ops[n] = per_switch_ops.get(n, 0) + 1
         return {
             "model": "aggregation units on internal links; per-chunk transfers; a unit "
                      "forwards chunk i when it has it from every child; replicated down",
