@@ -299,3 +299,18 @@ def test_bad_sharp_packet_input_is_one_line_exit_2(tmp_path, cli, change, field,
     line = one_line_exit_2(cli("simulate", _scenario(tmp_path, change), "--out", out))
     assert f"{field}:" in line and words in line, line
     assert not out.exists()
+
+
+def test_compare_shows_the_host_link_bytes_sharp_saves():
+    """``aifabric compare`` of the ring and SHARP at packet level has a row with the
+    most bytes a host link carried: S plus headers and ACKs with SHARP, 2(n-1)/n of
+    it with the ring."""
+    from aifabric.report.markdown import comparison_rows
+
+    runs = [api.simulate(RING).raw, api.simulate(SHARP).raw]
+    rows = {label: (vals, diff) for label, vals, diff, _ in comparison_rows(runs)}
+    vals, diff = rows["access up: max bytes per host link"]
+    frames = S // NIC.mtu_payload_bytes
+    sharp = S + frames * (NIC.header_bytes + NIC.ack_bytes)
+    assert vals[1] == f"{sharp / 2**20:.2f} MiB"
+    assert diff.startswith("-4")  # about 1 - 1 / 1.875 = 47% less

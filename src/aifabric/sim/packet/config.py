@@ -31,8 +31,8 @@ OptSize = Annotated[int | None, BeforeValidator(size_value)]
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "EcnConfig", "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams",
            "LbConfig", "NicConfig", "NsccParams", "PacketConfig", "PfcConfig", "RcccParams",
-           "SharpPacketConfig", "SwitchConfig", "TimelyParams", "TrimConfig", "deployed_packet_settings",
-           "effective_packet_config", "packet_config_from_dict"]
+           "SharpPacketConfig", "SwitchConfig", "TimelyParams", "TrimConfig",
+           "deployed_packet_settings", "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc",
             "ibcc")
