@@ -314,3 +314,15 @@ def test_compare_shows_the_host_link_bytes_sharp_saves():
     sharp = S + frames * (NIC.header_bytes + NIC.ack_bytes)
     assert vals[1] == f"{sharp / 2**20:.2f} MiB"
     assert diff.startswith("-4")  # about 1 - 1 / 1.875 = 47% less
+
+
+def test_the_event_estimate_counts_the_chunks_of_every_tree_edge():
+    """The packet run's estimate (what --max-events refuses) counts every tree edge's
+    chunks, not the flow level's one-arc placeholders: within 15% of the events run."""
+    from aifabric.errors import SpecError
+
+    res = api.simulate(SHARP)
+    pk = res.summary["packet"]
+    assert pk["estimated_events"] == pytest.approx(pk["events"], rel=0.15)
+    with pytest.raises(SpecError, match="--max-events"):
+        api.simulate(SHARP, max_events=pk["events"] / 2)
