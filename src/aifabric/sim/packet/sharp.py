@@ -176,6 +176,11 @@ class SharpPlan:
             raise ValueError(f"SHARP stage(s) {sorted(missing)} without their trees")
         self.chunk_bytes = int(chunk_bytes)
         self.outstanding = int(outstanding)
+        links = f.links
+        acc = np.flatnonzero(links.kind == LinkKind.ACCESS)
+        #: each NIC port's access link (-1: none)
+        self.acc_of = np.full(f.n_nodes, -1, dtype=np.int64)
+        self.acc_of[links.a[acc]] = acc
         self.net = sharp_net(f, [t for ts in self.trees.values() for t in ts],
                              agg_gbps=agg_gbps, agg_latency_ns=agg_latency_ns)
         self._routes = {s: self._stage_routes(s) for s in sorted(self.stages)}
@@ -189,7 +194,6 @@ class SharpPlan:
         f = self.f
         links = f.links
         src, dst, _ = f.arcs
-        acc_all = np.flatnonzero(links.kind == LinkKind.ACCESS)
         out = []
         for tr in self.trees[s]:
             parent: dict[int, tuple[int, int]] = {}  # switch -> (parent switch, up arc)
@@ -200,8 +204,8 @@ class SharpPlan:
                                      "SHARP tree")
                 parent[c] = (p, int(a))
             hosts = []
-            for nic in tr.nics.tolist():
-                acc = int(acc_all[links.a[acc_all] == nic][0])
+            for nic, acc in zip(tr.nics.tolist(), self.acc_of[tr.nics].tolist(),
+                                strict=True):  # the tree's NICs
                 hosts.append((int(nic), 2 * acc, 2 * acc + 1, int(links.b[acc])))
             sws = sorted({h[3] for h in hosts} | set(parent) | {p for p, _ in parent.values()})
             roots = [x for x in sws if x not in parent]
@@ -370,12 +374,11 @@ class _Op:
         # link's direction
         self.pcie: list[tuple[int, int]] = []
         links = plan.f.links
-        for a, x in self.x_of.items():
+        for a, x in self.x_of.items():  # the stage's placeholders: a few per GPU
             if links.kind[a // 2] == LinkKind.PCIE:
-                nic = int(links.b[a // 2])
-                acc = np.flatnonzero((links.kind == LinkKind.ACCESS) & (links.a == nic))
-                if len(acc):
-                    self.pcie.append((x, 2 * int(acc[0]) + (a & 1)))
+                acc = int(plan.acc_of[int(links.b[a // 2])])
+                if acc >= 0:
+                    self.pcie.append((x, 2 * acc + (a & 1)))
         self.left = len(self.hosts) * n
 
     def begin(self) -> None:
