@@ -134,6 +134,9 @@ def test_each_host_link_carries_the_message_once_up_and_once_down():
     other direction (ack_interval_packets 1); the ring's host links carry 2(n-1)/n x S
     each way. No switch holds more trees or operations than its model allows."""
     res = api.simulate(SHARP)
+    # every tree edge (16 hosts up, 4 leaves up, 4 down, 16 hosts down) delivers S once
+    assert res.summary["packet"]["delivered_bytes"] == (16 + 4 + 4 + 16) * S
+    assert res.summary["packet"]["duplicate_bytes"] == 0
     frames = S // NIC.mtu_payload_bytes
     expect = S + frames * (NIC.header_bytes + NIC.ack_bytes)
     lk = res.raw.tables["links"]
