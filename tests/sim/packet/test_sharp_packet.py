@@ -247,6 +247,16 @@ def test_sharp_jobs_run_at_packet_level_and_one_beyond_a_limit_runs_the_ring(tmp
     algos = {c["algorithm"] for c in ok.summary["collectives"] if " dp " in c["collective"]}
     assert algos == {"sharp"} and "notes" not in ok.summary
     assert len(ok.summary["packet"]["sharp"]["operations"]) == 2  # one bucket per job
+    # TP stays in the host: a host link carries its GPU's gradients (4e6 x 2 B / TP 8)
+    # once each way, in 512 KiB chunks of MTU frames, and one ACK per frame back
+    grad, chunk = int(4e6 * 2 / 8), 512 << 10
+    sizes = [min(chunk, grad - i) for i in range(0, grad, chunk)]
+    frames = sum(-(-x // NIC.mtu_payload_bytes) for x in sizes)
+    lk = ok.raw.tables["links"]
+    acc = [float(b) for b, t in zip(lk["bytes"], lk["tier"], strict=True)
+           if t in ("access up", "access down") and b > 0]
+    assert len(acc) == 2 * 128
+    assert set(acc) == {grad + frames * (NIC.header_bytes + NIC.ack_bytes)}
     res = api.simulate(_scenario(tmp_path, _small_jobs("sharp_trees", 6), base=JOB))
     algos = {}
     for c in res.summary["collectives"]:
@@ -329,3 +339,24 @@ def test_the_event_estimate_counts_the_chunks_of_every_tree_edge():
     assert pk["estimated_events"] == pytest.approx(pk["events"], rel=0.15)
     with pytest.raises(SpecError, match="--max-events"):
         api.simulate(SHARP, max_events=pk["events"] / 2)
+
+
+def test_a_unit_slower_than_its_ports_is_the_bottleneck(tmp_path):
+    """``packet.sharp.aggregation_gbps``: a unit that reduces at one port's rate (400G)
+    takes every stream through it on its internal link: a leaf's unit receives its 4
+    hosts' chunks and the root's result (5 x S) and sends 5 x S, so the AllReduce takes
+    at least 5 x S / 400G, where a unit at line rate on every port takes S / 400G plus
+    the fill."""
+    def slow(doc):
+        doc["collectives"][0]["size_bytes"] = "4MiB"
+        doc["packet"] = {"sharp": {"aggregation_gbps": 400}}
+
+    def fast(doc):
+        doc["collectives"][0]["size_bytes"] = "4MiB"
+    s = 4 << 20
+    t_slow = api.simulate(_scenario(tmp_path, slow)).summary["collectives"][0]["time_ns"]
+    res = api.simulate(_scenario(tmp_path, fast, name="f.yaml"))
+    t_fast = res.summary["collectives"][0]["time_ns"]
+    assert t_slow >= 5 * s * 8 / 400
+    assert t_fast < 0.3 * t_slow
+    assert res.summary["packet"]["sharp"]["unit_gbps"]["spine-00/sharp"] == 64 * 400
