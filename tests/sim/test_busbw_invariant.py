@@ -53,11 +53,10 @@ PACKET_MAX_MICRO_BATCHES = 1
 PACKET_MAX_GPUS = 64
 # example scenarios written for ``aifabric route`` that no simulator can run, and why
 REFUSED = {"single-tor-failure": "have no path"}
-# example scenarios a simulator refuses (SHARP runs on the flow simulator only)
+# example scenarios a simulator refuses (SHARP runs on the flow and packet simulators)
 REFUSED_BY = {("allreduce-ndr-sharp", "analytic"): "sim: flow",
-              ("allreduce-ndr-sharp", "packet"): "sim: flow",
               ("job-ndr-sharp", "analytic"): "sim: flow",
-              ("job-ndr-sharp", "packet"): "sim: flow"}
+              ("allreduce-sharp-packet", "analytic"): "sim: flow"}
 # the flow solver lets flows that end within ``tolerance`` (relative) of each other end
 # in one event, so its times may be short by that much
 SLACK = 1e-6

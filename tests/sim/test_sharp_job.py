@@ -141,15 +141,15 @@ def _not_capable(doc):
     doc["spec"]["switch_models"]["quantum2"]["sharp"] = False
 
 
-def _packet(doc):
-    doc["sim"] = "packet"
+def _analytic(doc):
+    doc["sim"] = "analytic"
 
 
 @pytest.mark.parametrize("change, field", [
     (_roce, "jobs[0].dp_algorithm"),
     (_not_capable, "switch_models.quantum2.sharp"),
-    (_packet, "jobs[0].dp_algorithm"),
-], ids=["roce", "switch-does-not-aggregate", "packet"])
+    (_analytic, "jobs[0].dp_algorithm"),
+], ids=["roce", "switch-does-not-aggregate", "analytic"])
 def test_sharp_jobs_bad_input_is_one_line_exit_2(tmp_path, cli, change, field):
     path = _scenario(tmp_path, change)
     out = tmp_path / "out"

@@ -1,7 +1,7 @@
 """SHARP as a collective algorithm of a scenario (``algorithm: sharp``), through the
 simulate path: the flow engine's time equals the closed form on an idle fabric (within
 1%), every host link carries the buffer (or a host's slice of it) once, and the bad input
-(RoCE, switches that do not aggregate, the switches' limits, another simulator) is one
+(RoCE, switches that do not aggregate, the switches' limits, the analytic simulator) is one
 line naming the field, exit 2."""
 
 from __future__ import annotations
@@ -93,16 +93,16 @@ def _one_op_per_switch(doc):
         {"op": "allreduce", "algorithm": "sharp", "size_bytes": "1MiB", "gpus": 64}]
 
 
-def _packet(doc):
-    doc["sim"] = "packet"
+def _analytic(doc):
+    doc["sim"] = "analytic"
 
 
 @pytest.mark.parametrize("change, field, words", [
     (_roce, "collectives[0].algorithm", "InfiniBand"),
     (_no_sharp_model, "switch_models.quantum2.sharp", "does not aggregate"),
     (_one_op_per_switch, "switch_models.quantum2.sharp_active_ops", "at most 1"),
-    (_packet, "collectives[0].algorithm", "sim: flow"),
-], ids=["roce", "no-aggregation", "active-ops", "packet"])
+    (_analytic, "collectives[0].algorithm", "sim: flow, sim: packet"),
+], ids=["roce", "no-aggregation", "active-ops", "analytic"])
 def test_bad_sharp_input_is_one_line_exit_2(tmp_path, cli, change, field, words):
     path = _scenario(tmp_path, change)
     out = tmp_path / "out"

@@ -246,6 +246,18 @@ def _print_packet(pk: dict[str, Any], fct_where: str) -> None:
     """The packet simulator's lines: counts, the most paused queue (times in us, watchdog
     in ms), ACK paths, flow completion times (all in ``fct_where``), alarms."""
     console.print(f"packet: {packet_counts(pk)}")
+    sh = pk.get("sharp")
+    if sh:  # SHARP AllReduces on the switches' aggregation units
+        ops = sh["operations"]
+        console.print(f"sharp: {len(ops):,} operation run(s) on {sh['aggregation_units']:,} "
+                      f"aggregation units ({sh['chunk_bytes'] / 1024:,.0f} KiB chunks, "
+                      f"{sh['outstanding_chunks']} outstanding per host, "
+                      f"{sh['aggregation_latency_ns']:g} ns per unit), "
+                      f"{sum(o['chunk_qps'] for o in ops):,} chunk QPs (their ACKs retrace "
+                      f"them); at most {max(sh['trees_per_switch'].values(), default=0)} "
+                      f"tree(s) and {max(sh['operations_per_switch'].values(), default=0)} "
+                      "operation(s) on a switch (summary.packet.sharp)",
+                      markup=False, soft_wrap=True)
     if pk.get("paused_queues"):
         top = pk["pauses"][0]
         console.print(f"pauses: {pk['paused_queues']:,} queues (port, priority) paused; "

@@ -98,6 +98,10 @@ def _comparison(results: list[SimResult]) -> list[tuple[str, list[float], Any, b
     for t in sorted(tiers):
         add(f"{t}: {peak_label(results)}", [r.summary["tiers"][t]["max_peak_util"]
                                             for r in results], lambda v: f"{v:.2f}", True)
+    if any(c.get("algorithm") == "sharp" for r in results
+           for c in r.summary["collectives"]):  # SHARP compared: what it saves per NIC
+        add("access up: max bytes per host link", [_host_link_max(r) for r in results],
+            _bytes_or_dash, True)
     tp = [r.summary["two_port"].get("down", {}).get("one_port_idle") for r in results]
     if all(x is not None for x in tp):
         add("NICs receiving on one port only", [float(x) for x in tp], lambda v: f"{v:,.0f}",
@@ -225,6 +229,15 @@ def scheduled_line(sc: dict[str, Any]) -> str:
             f"request-grant {sc['request_grant_ns']:,} ns"
             + (f"; cell overhead {_bytes(sc['cell_overhead_bytes'])}"
                if "cell_overhead_bytes" in sc else ""))
+
+
+def _host_link_max(r: SimResult) -> float:
+    """The most bytes a host link carried towards its switch (SHARP: the message once;
+    a ring: 2(n-1)/n of it); NaN without a links table."""
+    lk = r.tables.get("links", {})
+    up = np.asarray(lk.get("tier", []), dtype=object) == "access up"
+    b = np.asarray(lk.get("bytes", []), float)[up] if len(up) else np.zeros(0)
+    return float(b.max()) if len(b) else float("nan")
 
 
 def _bytes_or_dash(v: float) -> str:

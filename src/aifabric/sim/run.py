@@ -39,6 +39,9 @@ class Workload:
     chakra: dict[str, Any] | None = None
     # SHARP AllReduce stages: stage -> the arc each of its transfers is (aifabric.sim.sharp)
     sharp: dict[int, np.ndarray] = field(default_factory=dict)
+    # SHARP AllReduce stages: stage -> its operations (a collective, a job's DP group),
+    # each a list of reduction trees (the packet simulator's aggregation units)
+    sharp_trees: dict[int, list[list[Any]]] = field(default_factory=dict)
 
 
 def gpu_pool(f: Fabric) -> GpuPool:
@@ -155,7 +158,7 @@ def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
     return Workload(b.build(), job_gpus, iters, coll_gpus, pinned,
                     notes=held.notes + _chakra_notes(chakra),
                     chakra=chakra,
-                    sharp=sharp)
+                    sharp=sharp, sharp_trees=held.trees_of)
 
 
 @dataclass
@@ -168,6 +171,8 @@ class _SharpHeld:
     ops: dict[int, int] = field(default_factory=dict)
     laid: int = 0
     notes: list[str] = field(default_factory=list)
+    #: stage -> its SHARP operations (jobs' DP groups, collectives), each a list of trees
+    trees_of: dict[int, list[list[Any]]] = field(default_factory=dict)
 
 
 def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray, seed: int,
@@ -219,8 +224,8 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
     top of what the jobs before it hold. Returns what ``add_job`` calls per gradient
     bucket; None (and a note) when a switch has no room left, so the job runs NCCL's
     ring, as NCCL does when the aggregation manager gives it no resources. Refused
-    (``problems``): a RoCE fabric, another simulator than flow, a tree through a switch
-    whose model does not aggregate."""
+    (``problems``): a RoCE fabric, another simulator than flow or packet, a tree through
+    a switch whose model does not aggregate."""
     from aifabric.sim.sharp import sharp_over, sharp_tree, sharp_usage
 
     if getattr(scn.spec, "transport", "roce") != "infiniband":
@@ -228,9 +233,10 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
                                 "switches; allowed on this RoCE fabric: ring, tree, "
                                 "halving_doubling, hierarchical (or transport: infiniband)"))
         return None
-    if scn.sim != "flow":
-        problems.append(Problem(f"{where}.dp_algorithm", f"sharp runs on the flow "
-                                f"simulator, not sim: {scn.sim}; allowed: sim: flow"))
+    if scn.sim not in ("flow", "packet"):
+        problems.append(Problem(f"{where}.dp_algorithm", f"sharp runs on the flow and "
+                                f"packet simulators, not sim: {scn.sim}; allowed: sim: "
+                                "flow, sim: packet"))
         return None
     assert f is not None
     par = js.parallel
@@ -285,6 +291,7 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
         b.coll = len(b.collectives)
         stage = b.transfers(src, dst, unit * bucket, deps=deps, label=f"{label} (sharp)")
         sharp[stage] = arcs
+        held.trees_of[stage] = [list(groups[p * tp + t]) for t in range(tp)]
         b.add_collective(Collective(name=label, op="allreduce", algorithm="sharp",
                                     n_gpus=dp, size_bytes=int(bucket), channels=1,
                                     job=b.job, stages=(stage,),
@@ -396,7 +403,8 @@ def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.n
             if not problems:
                 _add_sharp(b, scn.collectives[i], i, f, trees, gpus, sharp,
                            pool.host[np.searchsorted(pool.node, gpus)]
-                           if _sorted(pool.node) else _host_of(pool, gpus))
+                           if _sorted(pool.node) else _host_of(pool, gpus),
+                           trees_of=held.trees_of if held is not None else None)
                 coll_gpus.append(gpus)
 
 
@@ -412,7 +420,7 @@ def _host_of(pool: GpuPool, gpus: np.ndarray) -> np.ndarray:
 def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: str,
                  problems: list[Problem]) -> Any:
     """The SHARP trees of one collective, or None with the problem appended: SHARP
-    needs an InfiniBand fabric and the flow simulator."""
+    needs an InfiniBand fabric and the flow or packet simulator."""
     from aifabric.sim.sharp import sharp_tree
 
     if getattr(scn.spec, "transport", "roce") != "infiniband":
@@ -420,9 +428,10 @@ def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: st
                                 "switches; allowed on this RoCE fabric: ring, tree, "
                                 "halving_doubling, hierarchical (or transport: infiniband)"))
         return None
-    if scn.sim != "flow":
-        problems.append(Problem(f"{where}.algorithm", f"sharp runs on the flow simulator, "
-                                f"not sim: {scn.sim}; allowed: sim: flow"))
+    if scn.sim not in ("flow", "packet"):
+        problems.append(Problem(f"{where}.algorithm", f"sharp runs on the flow and packet "
+                                f"simulators, not sim: {scn.sim}; allowed: sim: flow, "
+                                "sim: packet"))
         return None
     assert f is not None
     try:
@@ -434,7 +443,8 @@ def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: st
 
 
 def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
-               gpus: np.ndarray, sharp: dict[int, np.ndarray], host: np.ndarray) -> None:
+               gpus: np.ndarray, sharp: dict[int, np.ndarray], host: np.ndarray, *,
+               trees_of: dict[int, list[list[Any]]] | None = None) -> None:
     """A SHARP AllReduce as one stage of the DAG, as NCCL's CollNet pipelines it: with
     ``g`` > 1 GPUs on every host, a ring ReduceScatter inside each host (NVLink), each
     GPU's ``S/g`` slice reduced by SHARP on its own rail's tree, and a ring AllGather
@@ -457,6 +467,8 @@ def _add_sharp(b: DAGBuilder, cs: CollectiveSpec, i: int, f: Fabric, trees: Any,
         b.coll = len(b.collectives)
         deps = b.transfers(src, dst, sizes, deps=deps, label=f"{name} (sharp)")
         sharp[deps] = arcs
+        if trees_of is not None:
+            trees_of[deps] = [list(trees)]
         b.add_collective(Collective(name=name, op="allreduce", algorithm="sharp",
                                     n_gpus=k, size_bytes=int(cs.size_bytes), channels=1,
                                     job=-1, stages=(deps,),
@@ -715,11 +727,20 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         cfg = effective_packet_config(scn.packet, scn.spec.deploy)
         if getattr(scn.spec, "transport", "roce") == "infiniband":  # credits, not PFC
             cfg = _ib_packet_config(scn, cfg)
+        plan = None
+        if wl.sharp:  # SHARP AllReduces: on the switches' aggregation units
+            from aifabric.sim.packet.sharp import SharpPlan
+
+            sc = cfg.sharp
+            plan = SharpPlan(f, wl.sharp, wl.sharp_trees, chunk_bytes=sc.chunk_bytes,
+                             outstanding=sc.outstanding, agg_gbps=sc.aggregation_gbps,
+                             agg_latency_ns=sc.aggregation_latency_ns)
         run = run_packet(dag, f, paths, xconn, cfg, arc_group=groups,
                          n_groups=len(gnames), progress=progress,
                          max_events=DEFAULT_MAX_EVENTS if max_events is None else max_events,
                          events_progress=events_progress, routing=routing,
-                         failures=scn.failures or None, seed=seed, pinned=wl.pinned or None)
+                         failures=scn.failures or None, seed=seed, pinned=wl.pinned or None,
+                         sharp=plan)
     else:
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)

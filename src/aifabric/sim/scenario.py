@@ -139,8 +139,8 @@ class JobSpec(_Placed):
     dp_algorithm: Literal["ring", "tree", "halving_doubling", "hierarchical",
                           "sharp"] = Field(
         default="ring", description="the DP gradient AllReduce; sharp: reduced in the "
-        "InfiniBand switches (flow simulator; ring where the switches' SHARP limits are "
-        "full)")
+        "InfiniBand switches (flow and packet simulators; ring where the switches' SHARP "
+        "limits are full)")
     channels: int = Field(default=1, ge=1, le=MAX_CHANNELS)
     buckets: int = Field(default=4, ge=1, le=10_000)
     iterations: int = Field(default=1, ge=1, le=10_000)

@@ -23,7 +23,8 @@ slowest link of the tree (the NIC port on a full-bisection fabric); the ring's b
 term is ``2(n-1)/n x S / B``. The limits on trees and concurrent operations per switch
 are counted by :func:`sharp_limits` (a scenario's collectives: refused beyond them) and
 :func:`sharp_usage` / :func:`sharp_over` (a job's DP AllReduce: ring beyond them);
-switch reduction latency and packet-level behaviour are not modelled here.
+switch reduction latency and packet-level behaviour are not modelled here (they are
+in :mod:`aifabric.sim.packet.sharp`).
 """
 
 from __future__ import annotations

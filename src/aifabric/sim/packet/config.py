@@ -31,8 +31,8 @@ OptSize = Annotated[int | None, BeforeValidator(size_value)]
 __all__ = ["CC_NAMES", "BufferConfig", "CcConfig", "DcqcnParams", "DctcpParams",
            "EcnConfig", "EcnProfile", "EntropyConfig", "HostPfcConfig", "HpccParams",
            "LbConfig", "NicConfig", "NsccParams", "PacketConfig", "PfcConfig", "RcccParams",
-           "SwitchConfig", "TimelyParams", "TrimConfig", "deployed_packet_settings",
-           "effective_packet_config", "packet_config_from_dict"]
+           "SharpPacketConfig", "SwitchConfig", "TimelyParams", "TrimConfig",
+           "deployed_packet_settings", "effective_packet_config", "packet_config_from_dict"]
 
 CC_NAMES = ("none", "dcqcn", "hpcc", "timely", "dctcp", "nscc", "rccc", "nscc+rccc",
             "ibcc")
@@ -610,6 +610,28 @@ class LbConfig(_Strict):
                              "random spraying; default: packet.seed")
 
 
+class SharpPacketConfig(_Strict):
+    """SHARP AllReduces at packet level (``packet.sharp``; InfiniBand with
+    ``algorithm: sharp`` or ``dp_algorithm: sharp``): the chunks hosts send up the
+    reduction trees and the switches' aggregation units
+    (:mod:`aifabric.sim.packet.sharp`)."""
+
+    chunk_bytes: Size = Field(default=512 << 10, ge=256, le=1073741792, description="one "
+                              "SHARP operation's message: the buffer is sent and reduced "
+                              "in chunks of this size (default: NCCL's CollNet buffer slot, "
+                              "NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8; at most SHARP's "
+                              "streaming-aggregation maximum, 1,073,741,792 bytes)")
+    outstanding: int = Field(default=8, ge=1, le=1024, description="chunk operations a "
+                             "host keeps posted before their result is back (NCCL_STEPS)")
+    aggregation_latency_ns: float = Field(default=200.0, ge=0, le=1_000_000,
+                                          description="a switch's reduction latency, ns "
+                                          "(aifabric's value: no published figure)")
+    aggregation_gbps: float | None = Field(default=None, ge=1, le=1_000_000,
+                                           description="a switch's reduction rate, Gbit/s; "
+                                           "default: its whole port bandwidth (line rate on "
+                                           "every port)")
+
+
 class PacketConfig(_Strict):
     """The ``packet:`` section of a scenario."""
 
@@ -631,6 +653,7 @@ class PacketConfig(_Strict):
         default_factory=dict, description="InfiniBand only: the service level of each "
         "job's QPs, by job name (the job's NCCL_IB_SL; its VL is infiniband.sl2vl of it); "
         "other traffic uses infiniband.nccl_sl")
+    sharp: SharpPacketConfig = SharpPacketConfig()
 
     @model_validator(mode="after")
     def _check(self) -> PacketConfig:

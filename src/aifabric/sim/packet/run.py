@@ -95,7 +95,8 @@ def flow_routes(f: Fabric, paths: Paths) -> list[tuple[int, ...]]:
             node = dstl[a]
         nic = [i for i, a in enumerate(route) if from_nic[a]]
         if nic:
-            last = max(i for i, a in enumerate(route) if to_nic[a])
+            # (a SHARP placeholder, one arc out of a NIC: kept whole)
+            last = max((i for i, a in enumerate(route) if to_nic[a]), default=len(route) - 1)
             route = route[nic[0]:last + 1]
         out.append(tuple(route))
     return out
@@ -311,7 +312,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                max_events: float | None = DEFAULT_MAX_EVENTS,
                events_progress: Callable[[int, int], None] | None = None,
                routing: Any = None, failures: Any = None, seed: int = 0,
-               pinned: Any = None) -> PacketRun:
+               pinned: Any = None, sharp: Any = None) -> PacketRun:
     """Simulate ``dag`` packet by packet; ``xfer_conn[i]`` is the connection of transfer
     i in ``paths``, routed by :func:`aifabric.sim.paths.route_dag` with ``routing``
     (None: the spec's), ``failures``, ``seed`` and ``pinned``: with
@@ -321,9 +322,14 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     Before anything runs, the run's events are estimated (:func:`estimate_events`): above
     ``max_events`` (None: no limit) it is refused with a :class:`SpecError` that says how
     to shrink it. ``events_progress(done, estimate)`` is called once with 0 before the
-    run, then every 0.1-0.5 s of wall time while it runs (a progress bar with an ETA)."""
+    run, then every 0.1-0.5 s of wall time while it runs (a progress bar with an ETA).
+
+    ``sharp``: the SHARP stages (:class:`aifabric.sim.packet.sharp.SharpPlan`), run on
+    aggregation units in the switches instead of their placeholder transfers."""
     src, dst, cap = f.arcs
     est = estimate_events(dag, paths.conn_ptr, xfer_conn, route_hops(f, paths), cfg)
+    if sharp is not None:  # the chunks of every tree edge, not the placeholders
+        est["events"] += sharp.extra_events(dag, cfg, EVENTS_PER_FRAME_HOP)
     if max_events is not None and est["events"] > max_events:
         raise _refuse(est, max_events)
     routes = flow_routes(f, paths)
@@ -338,7 +344,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
         cfg = cfg.model_copy(update={"lb": cfg.lb.model_copy(update={"mode": "adaptive"})})
     cfg = lb_config(cfg, routing if routing is not None else f.spec.routing)
     pol = routing if routing is not None else f.spec.routing
-    sim = _make_sim(f, cfg, routes, rev_routes, failures, pol, ib)
+    sim = _make_sim(f, cfg, routes, rev_routes, failures, pol, ib, sharp=sharp)
     headers: list[tuple[int, int, int] | None] = [None] * len(routes)
     if cfg.nic.entropy.algorithm != "fixed":
         headers = flow_headers(f, dag, len(routes), pol, failures=failures, seed=seed,
@@ -350,6 +356,7 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     drive = _DagDriver(dag, sim, routes, backs, np.asarray(paths.conn_ptr, dtype=np.int64),
                        xfer_conn, progress)
     drive.headers = headers
+    drive.sharp = sharp
     if ib is not None and cfg.ib_sl:  # each job's SL
         drive.stage_sl = [cfg.ib_sl.get(dag.jobs[j]) if j >= 0 else None
                           for j in dag.stage_job.tolist()]
@@ -365,6 +372,8 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
 
         ib_out = {"infiniband": summary(sim, ib)}
         waits = credit_waits(sim)
+    if sharp is not None:
+        ib_out["sharp"] = sharp.summary()
     return PacketRun(
         dr.st_start, dr.st_end, dr.x_start, dr.x_end,
         np.where(np.isfinite(dr.x_minr), dr.x_minr, np.nan),
@@ -377,7 +386,9 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                                             for d in sim.deadlocks],
         alarms=sim.alarms(), pauses=sim.pauses(), estimate=est, fct=_fct_table(sim),
         reorder=sim.reorder_histogram() if sim.reports_reorder else {},
-        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" for a in sim.net.ports},
+        arc_names={a: f"{names[src[a]]} -> {names[dst[a]]}" if a < len(cap) else
+                   f"{sim.names[p.src]} -> {sim.names[p.dst]}"
+                   for a, p in sim.net.ports.items()},
         credit_waits=waits)
 
 
@@ -434,7 +445,7 @@ def lb_config(cfg: PacketConfig, routing: Any) -> PacketConfig:
 
 def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
               rev_routes: list[tuple[int, ...]], failures: Any = None,
-              routing: Any = None, ib: Any = None) -> PacketSim:
+              routing: Any = None, ib: Any = None, sharp: Any = None) -> PacketSim:
     """The packet simulator of ``f`` with ports on the arcs of the routes and the
     switches' buffers of :func:`switch_buffers`; with ``packet.lb`` spray or adaptive,
     or NIC-side spraying (``nic.entropy``), the Fabric's ECMP groups toward every
@@ -461,10 +472,18 @@ def _make_sim(f: Fabric, cfg: PacketConfig, routes: list[tuple[int, ...]],
                                 f.spec.routing)
     kind = f.nodes.kind
     is_host = (kind == NodeKind.NIC) | (kind == NodeKind.GPU)
-    return PacketSim(cfg, arc_src=src.tolist(), arc_dst=dst.tolist(), arc_gbps=cap.tolist(),
-                     arc_delay_ns=arc_latency_ns(f).tolist(), is_host=is_host.tolist(),
-                     used_arcs=sorted(used), node_names=[str(x) for x in f.nodes.name],
-                     buffers=switch_buffers(f, cfg), lb=lb, entropy=ent, ib=ib)
+    arrays = [src.tolist(), dst.tolist(), cap.tolist(), arc_latency_ns(f).tolist(),
+              is_host.tolist(), [str(x) for x in f.nodes.name]]
+    buffers = switch_buffers(f, cfg)
+    if sharp is not None:  # the switches' aggregation units: end nodes on internal links
+        from aifabric.sim.packet.sharp import with_units
+
+        arrays, buffers = with_units(sharp.net, arrays, buffers)
+        used |= set(sharp.extra_arcs())
+    return PacketSim(cfg, arc_src=arrays[0], arc_dst=arrays[1], arc_gbps=arrays[2],
+                     arc_delay_ns=arrays[3], is_host=arrays[4],
+                     used_arcs=sorted(used), node_names=arrays[5],
+                     buffers=buffers, lb=lb, entropy=ent, ib=ib)
 
 
 def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
@@ -526,6 +545,8 @@ class _DagDriver:
         self.headers: list[tuple[int, int, int] | None] = [None] * len(routes)
         #: per stage: the InfiniBand SL of its QPs (``packet.ib_sl``; None: the default)
         self.stage_sl: list[int | None] | None = None
+        #: the SHARP stages (:class:`aifabric.sim.packet.sharp.SharpPlan`; None: none)
+        self.sharp: Any = None
         sim.keep_running = lambda: self.stages_left > 0
 
     def run(self) -> None:
@@ -549,6 +570,9 @@ class _DagDriver:
             return
         xs = range(int(dag.xfer_ptr[s]), int(dag.xfer_ptr[s + 1]))
         n = 0
+        if self.sharp is not None and s in self.sharp.stages:  # reduced in the switches
+            n = 1
+            xs = self.sharp.start(self, s)
         for x in xs:  # transfers of one stage, each simulated packet by packet
             c = int(self.xfer_conn[x])
             rows = range(int(self.conn_ptr[c]), int(self.conn_ptr[c + 1]))
@@ -567,6 +591,12 @@ class _DagDriver:
         self.outstanding[s] = n
         if n == 0:
             ev.at(ev.now, lambda _: self.finish_rep(s))
+
+    def sharp_done(self, s: int) -> None:
+        """Every host of SHARP stage ``s`` has the result."""
+        self.outstanding[s] -= 1
+        if self.outstanding[s] == 0:
+            self.finish_rep(s)
 
     def qp_done(self, qp: QP) -> None:
         s, x = qp.tag
@@ -606,10 +636,12 @@ def _arc_totals(sim: PacketSim, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray
     peak = np.zeros(n_arcs)
     q_peak = np.zeros(n_arcs)
     for a, p in sim.net.ports.items():
-        arc_bytes[a] = p.tx_bytes
-        q_peak[a] = max(p.q_peak)
+        if a < n_arcs:  # (not the SHARP units' internal arcs)
+            arc_bytes[a] = p.tx_bytes
+            q_peak[a] = max(p.q_peak)
     for a, bps in sim.arc_peak_bps.items():  # frames are counted when they start
-        peak[a] = min(bps / 1e9, float(cap[a]))
+        if a < n_arcs:
+            peak[a] = min(bps / 1e9, float(cap[a]))
     return arc_bytes, peak, q_peak
 
 
@@ -637,7 +669,8 @@ def _timeline(sim: PacketSim, n_arcs: int, arc_group: np.ndarray | None,
     tg = np.zeros((len(tl), n_groups))
     for i, (_, _, moved) in enumerate(sim.interval_bytes):
         for a, d in moved.items():
-            tg[i, group[a]] += d
+            if a < n_arcs:  # (not the SHARP units' internal arcs)
+                tg[i, group[a]] += d
     return tl, tg
 
 
