@@ -762,6 +762,11 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "host_pfc": cfg.nic.host_pfc.enabled if cfg.nic.rx_gbps is not None else None,
             "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
+        if "infiniband" in res.summary["packet"]:  # credits, VLs: no PFC or ECN settings
+            from aifabric.sim.packet.ibmodel import settings as ib_settings
+
+            res.summary["packet"]["settings"] = ib_settings(
+                f.spec.infiniband, cfg, res.summary["packet"]["infiniband"])
     return res
 
 
