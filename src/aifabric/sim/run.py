@@ -724,7 +724,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)
     res = build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
-                       iterations=wl.iterations,
+                       iterations=wl.iterations, sharp=wl.sharp,
                        extra={"routing": {"policy": _policy_label(scn.spec, routing.policy),
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})

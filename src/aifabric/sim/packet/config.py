@@ -562,13 +562,29 @@ class IbccParams(_Strict):
         default_factory=dict, description="per service level (IBTA's CACongestionSetting "
         "entries; OpenSM's cc_ca_cong_setting_* <SL> <value> and its control map): the "
         "CA's settings for QPs of that SL, each unset one the value above")
-    victim_mask: Literal["all", "none", "hca_ports"] | list[
-        Annotated[int, Field(ge=0, le=254)]] = Field(
+    victim_mask: str | list[int] = Field(
         default="all", description="the switches' Victim_Mask (OpenSM's "
         "cc_sw_cong_setting_victim_mask): the ports that mark FECN also while they are a "
         "victim of congestion (their VL out of credit), not only as its root; all (the "
         "default: every port marks on its queue alone), none (OpenSM's default), "
         "hca_ports (the ports cabled to HCAs), or a list of switch port numbers 0..254")
+
+    @field_validator("victim_mask")
+    @classmethod
+    def _mask(cls, vm: str | list[int]) -> str | list[int]:
+        if isinstance(vm, str) and vm not in ("all", "none", "hca_ports") or \
+                not isinstance(vm, str) and any(not 0 <= x <= 254 for x in vm):
+            raise ValueError(f"{vm!r}; allowed: all, none, hca_ports or a list of switch "
+                             "port numbers 0..254")
+        return vm
+
+    @field_validator("sl")
+    @classmethod
+    def _sls(cls, sls: dict[int, IbccSl]) -> dict[int, IbccSl]:
+        bad = [x for x in sls if not 0 <= x <= 15]
+        if bad:
+            raise ValueError(f"SL {bad[0]}; allowed: service levels 0..15")
+        return sls
 
     @model_validator(mode="after")
     def _table(self) -> IbccParams:
@@ -577,8 +593,6 @@ class IbccParams(_Strict):
             raise ValueError(f"ccti_min {self.ccti_min} is past the table's last index "
                              f"({n - 1}); allowed: 0..{n - 1}")
         for sl, e in sorted(self.sl.items()):
-            if not 0 <= sl <= 15:
-                raise ValueError(f"sl: SL {sl}; allowed: service levels 0..15")
             if e.ccti_min is not None and e.ccti_min >= n:
                 raise ValueError(f"sl.{sl}.ccti_min {e.ccti_min} is past the table's last "
                                  f"index ({n - 1}); allowed: 0..{n - 1}")
