@@ -5,6 +5,7 @@ exits 2 with one line."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import yaml
 
@@ -306,8 +307,10 @@ def test_packet_settings_list_the_infiniband_settings():
      "packet.cc.ibcc"),
     ("{}", "{cc: {algorithm: ibcc, ibcc: {sl: {1: {ccti_increase: 0}}}}}",
      "packet.cc.ibcc.sl.1.ccti_increase"),
-    ("{}", "{cc: {algorithm: ibcc, ibcc: {victim_mask: [255]}}}",
-     "packet.cc.ibcc.victim_mask"),
+    ("{}", "{cc: {algorithm: ibcc, ibcc: {victim_mask: none, victim_ports: [255]}}}",
+     "packet.cc.ibcc.victim_ports.0"),
+    ("{}", "{cc: {algorithm: ibcc, ibcc: {victim_ports: [1]}}}",
+     "packet.cc.ibcc"),
     ("{}", "{cc: {algorithm: ibcc, ibcc: {victim_mask: some}}}",
      "packet.cc.ibcc.victim_mask"),
     ("{}", "{ib_sl: {traffic.0: 16}}", "packet.ib_sl.traffic.0"),
@@ -331,3 +334,58 @@ def test_bad_new_ib_settings_exit_2_with_one_line(cli, tmp_path, ib, packet, whe
     assert len(lines) == 1, r.err
     assert where in lines[0] and "Traceback" not in r.err
     assert not out.exists()
+
+
+def test_victim_ports_are_opensms_port_numbers():
+    """``victim_ports`` names switch ports by the numbers OpenSM gives them (the build's
+    topology.net, which the lab's ibsim and OpenSM run): each fabric arc leaving a switch
+    carries the number the net file lists for that cable. Every port number listed with
+    ``victim_mask: none`` marks exactly as ``all``; none listed, as ``none`` (which
+    marks far less on this incast: the ports upstream of its receiver are victims,
+    their VL out of credit with full queues)."""
+    import re
+
+    from aifabric import build_fabric
+    from aifabric.configs.infiniband import net_file, node_name
+    from aifabric.routing.infiniband import subnet
+    from aifabric.routing.scenario import scenario_from_dict
+    from aifabric.sim.packet.ibmodel import arc_port_numbers
+    from aifabric.sim.scenario import SimScenario
+
+    doc = _ft4_ib(False)
+    f = build_fabric(scenario_from_dict(doc, model=SimScenario).spec)
+    ports = arc_port_numbers(f)
+    names = f.nodes.name
+    src, dst, _ = f.arcs
+    listed = {}  # (switch, port) -> the node at the far end, as the net file says
+    node = None
+    for line in net_file(subnet(f)).splitlines():
+        m = re.match(r'(Switch|Hca)\t\d+ "([^"]+)"', line)
+        if m:
+            node = m.group(2) if m.group(1) == "Switch" else None
+        m = re.match(r'\[(\d+)\]\t"([^"]+)"', line)
+        if m and node is not None:
+            listed[(node, int(m.group(1)))] = m.group(2)
+    sw = np.flatnonzero(ports >= 0)
+    assert len(sw) == len(listed) > 0
+    for a in sw.tolist():
+        far = listed[(node_name(str(names[src[a]])), int(ports[a]))]
+        d = int(dst[a])
+        if f.nodes.host[d] >= 0:  # an HCA port: the net file names the HCA
+            assert far.startswith(node_name(f.device_name(d)) + "-hca"), (far, names[d])
+        else:
+            assert far == node_name(str(names[d]))
+
+    def marks(cc: dict) -> int:
+        d = _ft4_ib(False)
+        d["spec"]["infiniband"]["port_buffer_kb"] = 16  # victims upstream: full queues
+        d["traffic"] = [{"pattern": "incast", "senders": "0:12",
+                         "to": "host-s03-h001-gpu0", "size_bytes": 200_000}]
+        d["packet"]["cc"] = {"algorithm": "ibcc", "ibcc": cc}
+        _, res = _simulate(d)
+        return res.summary["packet"]["infiniband"]["fecn_marks"]
+
+    every = marks({"victim_mask": "none", "victim_ports": list(range(255))})
+    assert every == marks({"victim_mask": "all"}) > 0
+    assert marks({"victim_mask": "none", "victim_ports": []}) == marks({"victim_mask": "none"})
+    assert marks({"victim_mask": "none"}) < every / 2  # the victims' marks

@@ -562,21 +562,15 @@ class IbccParams(_Strict):
         default_factory=dict, description="per service level (IBTA's CACongestionSetting "
         "entries; OpenSM's cc_ca_cong_setting_* <SL> <value> and its control map): the "
         "CA's settings for QPs of that SL, each unset one the value above")
-    victim_mask: str | list[int] = Field(
+    victim_mask: Literal["all", "none", "hca_ports"] = Field(
         default="all", description="the switches' Victim_Mask (OpenSM's "
         "cc_sw_cong_setting_victim_mask): the ports that mark FECN also while they are a "
         "victim of congestion (their VL out of credit), not only as its root; all (the "
         "default: every port marks on its queue alone), none (OpenSM's default), "
-        "hca_ports (the ports cabled to HCAs), or a list of switch port numbers 0..254")
-
-    @field_validator("victim_mask")
-    @classmethod
-    def _mask(cls, vm: str | list[int]) -> str | list[int]:
-        if isinstance(vm, str) and vm not in ("all", "none", "hca_ports") or \
-                not isinstance(vm, str) and any(not 0 <= x <= 254 for x in vm):
-            raise ValueError(f"{vm!r}; allowed: all, none, hca_ports or a list of switch "
-                             "port numbers 0..254")
-        return vm
+        "hca_ports (the ports cabled to HCAs); victim_ports adds port numbers")
+    victim_ports: list[Annotated[int, Field(ge=0, le=254)]] | None = Field(
+        default=None, description="switch port numbers (0..254, OpenSM's numbering) in "
+        "the Victim_Mask of every switch, with victim_mask none or hca_ports")
 
     @field_validator("sl")
     @classmethod
@@ -592,6 +586,10 @@ class IbccParams(_Strict):
         if self.ccti_min >= n:
             raise ValueError(f"ccti_min {self.ccti_min} is past the table's last index "
                              f"({n - 1}); allowed: 0..{n - 1}")
+        if self.victim_ports is not None and self.victim_mask == "all":
+            raise ValueError("victim_ports: given with victim_mask all (every port is in "
+                             "the mask already); allowed: victim_mask none or hca_ports "
+                             "with victim_ports")
         for sl, e in sorted(self.sl.items()):
             if e.ccti_min is not None and e.ccti_min >= n:
                 raise ValueError(f"sl.{sl}.ccti_min {e.ccti_min} is past the table's last "

@@ -229,22 +229,18 @@ def setup(net: Any, ib: IbLink) -> None:
         [x for on, inc, tm, mn in rows for x in (int(on), inc, tm * CCTI_TIMER_PS, mn)],
         dtype=np.int64)])
     # the switches' Victim_Mask: the ports that mark FECN also as a victim
-    vm = p.victim_mask
-    if vm == "all":
+    if p.victim_mask == "all":
         CI[L.IB_VICT] = -1
     else:
-        if vm == "none":
-            flags = np.zeros(len(PI), dtype=np.int64)
-        elif vm == "hca_ports":
-            flags = to_host.astype(np.int64)
-        else:
+        flags = to_host.astype(np.int64) if p.victim_mask == "hca_ports" else \
+            np.zeros(len(PI), dtype=np.int64)
+        if p.victim_ports:
             if ib.arc_port is None:
-                raise SpecError(Problem("packet.cc.ibcc.victim_mask", (
+                raise SpecError(Problem("packet.cc.ibcc.victim_ports", (
                     "port numbers need the fabric's InfiniBand port numbering (a run of "
-                    "a spec); allowed here: all, none, hca_ports")))
+                    "a spec); allowed here: none (victim_mask none or hca_ports)")))
             ports = np.asarray(ib.arc_port, dtype=np.int64)[PI[:, L.P_ARC]]
-            flags = np.isin(ports, np.asarray(vm, dtype=np.int64)).astype(np.int64)
-            flags[ports < 0] = 1  # not an IB switch port: marks as before
+            flags |= np.isin(ports, np.asarray(p.victim_ports, dtype=np.int64))
         CI[L.IB_VICT] = len(net.LBT)
         net.LBT = np.concatenate([net.LBT, flags])
 
@@ -358,8 +354,8 @@ def settings(ib_spec: Any, cfg: Any, block: dict[str, Any]) -> dict[str, Any]:
         cc.update({"threshold": p.threshold, "marking_rate": p.marking_rate,
                    "ccti_increase": p.ccti_increase, "ccti_timer": p.ccti_timer,
                    "ccti_min": p.ccti_min, "cct_entries": len(p.table()),
-                   "victim_mask": p.victim_mask if isinstance(p.victim_mask, str)
-                   else list(p.victim_mask),
+                   "victim_mask": p.victim_mask,
+                   "victim_ports": list(p.victim_ports or []),
                    "per_sl": {str(sl): dict(zip(("enabled", "ccti_increase",
                                                   "ccti_timer", "ccti_min"),
                                                  p.for_sl(sl), strict=True))

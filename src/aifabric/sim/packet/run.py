@@ -398,7 +398,7 @@ def _ib_link(f: Fabric, cfg: PacketConfig, dag: TransferDAG) -> Any:
 
     ib = f.spec.infiniband
     link = IbLink.from_spec(ib, sls=[ib.nccl_sl, *cfg.ib_sl.values()])
-    if not isinstance(cfg.cc.ibcc.victim_mask, str):  # port numbers: OpenSM's numbering
+    if cfg.cc.ibcc.victim_ports:  # port numbers: OpenSM's numbering
         link.arc_port = arc_port_numbers(f)
     return link
 
