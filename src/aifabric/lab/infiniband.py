@@ -490,9 +490,8 @@ def _failed_subnet(lab: IbLab) -> Subnet:
 def test(lab: IbLab) -> dict[str, Any]:
     """Compare the tables (:func:`compare`) and follow one path per HCA pair sample with
     ``ibtracert`` against the twin's table walk; the report (without the tables)."""
-    from aifabric.routing.infiniband import trace
-
     from aifabric.configs.infiniband import SIMULATED_SPEED, check_discovered
+    from aifabric.routing.infiniband import trace
 
     out = compare(lab)
     twin: Lfts = out.pop("twin")
