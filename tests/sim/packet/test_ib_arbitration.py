@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from aifabric.sim.packet import layout as L
-from aifabric.sim.packet.ibmodel import IbLink, credit_waits
+from aifabric.sim.packet.ibmodel import IbLink, credit_waits, summary
 from aifabric.sim.packet.sim import Topology
 from tests.sim.packet.test_infiniband import (
     DELAY,
@@ -154,6 +154,7 @@ def test_congestion_control_per_sl():
     marks."""
     sim, qa, qb = _two_sl_incast({"sl": {1: {"enabled": False}}})
     assert qa.cc.becns > 0 and qb.cc.becns > 0
+    assert summary(sim, sim.net.ib)["becns_by_sl"] == {"0": qa.cc.becns, "1": qb.cc.becns}
     assert _min_rate(sim, qa) < 0.9 * GBPS
     assert _min_rate(sim, qb) == pytest.approx(GBPS)
     sim, qa, qb = _two_sl_incast({"ccti_increase": 1, "sl": {1: {"ccti_increase": 8}}})
@@ -389,3 +390,33 @@ def test_victim_ports_are_opensms_port_numbers():
     assert every == marks({"victim_mask": "all"}) > 0
     assert marks({"victim_mask": "none", "victim_ports": []}) == marks({"victim_mask": "none"})
     assert marks({"victim_mask": "none"}) < every / 2  # the victims' marks
+
+
+def test_ib_sl_keys_reach_every_stage_they_name():
+    """``packet.ib_sl`` keys: a collective's name covers every repetition, an unnamed
+    ``collectives[i]`` is ``<op>-<i>``, a traffic entry ``traffic.<i>``; other stages
+    keep the default (None); a name of a job and a collective is refused."""
+    from aifabric import build_fabric
+    from aifabric.errors import SpecError
+    from aifabric.routing.scenario import scenario_from_dict
+    from aifabric.sim.packet.run import stage_sls
+    from aifabric.sim.run import compile_workload
+    from aifabric.sim.scenario import SimScenario
+
+    doc = _two_colls(None)
+    doc["collectives"][0]["repeat"] = 3
+    doc["collectives"].append({"op": "p2p", "gpus": [1, 2], "peers": [1, 0],
+                               "size_bytes": 100_000})
+    scn = scenario_from_dict(doc, model=SimScenario)
+    dag = compile_workload(scn, build_fabric(scn.spec)).dag
+    sls = stage_sls(dag, {"side": 1, "p2p-1": 2, "traffic.0": 3})
+    by_coll = {}
+    for s, c in enumerate(dag.stage_coll.tolist()):
+        if c >= 0 and dag.xfer_ptr[s + 1] > dag.xfer_ptr[s]:
+            by_coll.setdefault(dag.collectives[c].name, set()).add(sls[s])
+    assert by_coll == {"side#0": {1}, "side#1": {1}, "side#2": {1}, "p2p-1": {2},
+                       "traffic.0 incast": {3}}
+    assert set(stage_sls(dag, {"side": 1})) <= {1, None}
+    dag.jobs.append("side")
+    with pytest.raises(SpecError, match="names both a job and a collective"):
+        stage_sls(dag, {"side": 1})
