@@ -9,16 +9,20 @@ the VL of the packet, the VL its QP's SL maps to). For every arc ``p`` and VL ``
 
 - ``PT[p, T_CLIM, v]``: the receive buffer of VL ``v`` at the arc's end (the VL's credits
   x 64 bytes);
-- ``PT[p, T_CRED, v]``: the credit the sending port of ``p`` holds for it: it spends a
-  packet's bytes when the packet goes on the wire (:func:`on_send`) and gets them back
+- ``PT[p, T_CRED, v]``: the credit the sending port of ``p`` holds for it, in bytes of
+  whole 64-byte blocks (IBTA counts credits in blocks, :func:`blocks`): it spends a
+  packet's blocks when the packet goes on the wire (:func:`on_send`) and gets them back
   when the packet has left that buffer, one link delay later (:func:`credit_back`, a
   flow-control packet; :func:`credit_arrive`);
-- the VL may send while its credit holds the largest packet (``CI[IB_MAXF]``): below it,
+- the VL may send while its credit holds the largest packet's blocks (``CI[IB_MAXF]``),
+  and the VL arbitration (:func:`vl_pick`, IBTA's high- and low-priority tables in
+  ``LBT``) picks which VL goes next; below it,
   ``T_PAUSED`` is set (the same gate PFC uses: every dequeue of the core honours it) and
   the time is counted in ``T_CBLKPS`` (``T_CBLONG`` its longest stretch). No frame is
   ever dropped for lack of room: a packet only leaves with room for it downstream.
-- ``T_ING`` is what the buffer holds (raised on admission, :func:`admit`; lowered when
-  the packet leaves), ``T_INGPEAK`` its peak (never above ``T_CLIM``).
+- ``T_ING`` is what the buffer holds, in the packets' own bytes (raised on admission,
+  :func:`admit`; lowered when the packet leaves), ``T_INGPEAK`` its peak (never above
+  ``T_CLIM``: the blocks they take are within the credits).
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ ACKCO = 79
 # largest frame (a VL sends while its credit holds one), the flow-control packet's bytes,
 # FECN marking (queue threshold in bytes, mark every n-th eligible packet, 0: off),
 # CCTI timer (ps), increase, limit, minimum, the CCT's first entry in LBT, adaptive
-# routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn)
+# routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn;
+# the settings' record: the arbitration itself reads its tables from LBT, below)
 (IB_ON, IB_MAXF, IB_FCPB, IB_FTHR, IB_FRATE, IB_CCTT, IB_CCTINC, IB_CCTLIM, IB_CCTMIN,
  IB_CCT0, IB_AR) = range(80, 91)
 IB_W0 = 91
