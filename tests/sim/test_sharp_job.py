@@ -175,3 +175,35 @@ def test_a_dp_group_with_8_gpus_per_host_runs_nccls_collnet_phases(tmp_path):
     assert len(dp) == 4 and {c["algorithm"] for c in dp} == {"sharp"}
     for c in dp:
         assert c["time_ns"] == pytest.approx(closed, rel=0.01)
+
+
+def test_the_jobs_cross_segment_bytes_are_the_trees_links_between_segments(tmp_path):
+    """A SHARP transfer is one tree link carrying the bucket once (its GPU pair is a
+    placeholder): the jobs table counts it as crossing segments when the link leaves a
+    segment and the tree's hosts span more than one. The example's 16 DP hosts are in
+    two segments: each TP rank's tree joins its two leaves at a spine, so exactly the
+    bytes on the leaf-spine links cross (8 trees x 2 links x 2 directions x the
+    gradients = 56 GB), equal to the link table's leaf_spine bytes. Packed into one
+    segment (DP 8), the trees' spine links move nothing between segments: 0, as the
+    ring's."""
+    res = api.simulate(JOB).raw
+    job = res.tables["jobs"]
+    doc = yaml.safe_load(JOB.read_text())
+    js = doc["jobs"][0]
+    grad = float(js["model"]["params"]) * 2 / js["parallel"]["tp"]
+    links = res.tables["links"]
+    spine = sum(float(b) for t, b in zip(links["tier"], links["bytes"], strict=True)
+                if str(t).startswith("leaf_spine"))
+    assert float(job["cross_segment_bytes"][0]) == pytest.approx(spine, rel=1e-9)
+    assert float(job["cross_segment_bytes"][0]) == pytest.approx(
+        js["parallel"]["tp"] * 2 * 2 * grad, rel=1e-9)
+
+    def one_segment(doc):
+        doc["jobs"][0].update(gpus=64, parallel={"dp": 8, "tp": 8})
+
+    small = api.simulate(_scenario(tmp_path, one_segment)).raw
+    assert int(small.tables["jobs"]["segments"][0]) == 1
+    assert float(small.tables["jobs"]["cross_segment_bytes"][0]) == 0.0
+    small_links = small.tables["links"]
+    assert sum(float(b) for t, b in zip(small_links["tier"], small_links["bytes"],
+                                        strict=True) if str(t).startswith("leaf_spine")) > 0

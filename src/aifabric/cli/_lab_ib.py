@@ -55,6 +55,13 @@ def test(lab_dir: Path | None) -> None:
     console.print(f"  ibtracert paths equal to the twin's table walk: "
                   f"{r['paths_traced'] - r['path_differences']}/{r['paths_traced']}",
                   markup=False)
+    if "cabling_deviations" in r:
+        console.print(f"  cables as planned (ibnetdiscover): "
+                      f"{r['cables_planned'] - r['cabling_deviations']}/{r['cables_planned']}"
+                      f"; link speed: {r['speed_check']}", markup=False)
+        for d in r["first_cabling_deviations"][:10]:
+            console.print(f"  cabling: {d['device']} {d['field']}: expected "
+                          f"{d['expected']}, found {d['found']}", markup=False)
     used = r.get("opensm_engines", [])
     if any(u and u != r["engine"] for u in used):
         why = "; ".join(sorted(set(r.get("twin_fallback", {}).values())))
@@ -64,7 +71,8 @@ def test(lab_dir: Path | None) -> None:
     for d in r["first_differences"][:10]:
         console.print(f"  differs: {d['switch']} LID {d['lid']}: OpenSM port "
                       f"{d['opensm_port']}, twin port {d['twin_port']}", markup=False)
-    ok = r["differences"] == 0 and r["path_differences"] == 0
+    ok = r["differences"] == 0 and r["path_differences"] == 0 and \
+        r.get("cabling_deviations", 0) == 0
     console.print("PASS" if ok else "FAIL")
     if not ok:
         raise typer.Exit(1)

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from aifabric.configs.infiniband import net_file
+from aifabric.configs.infiniband import net_file, planned_cables
 from aifabric.configs.infiniband import node_name as _node
 from aifabric.errors import Problem, SpecError
 from aifabric.lab._system import LabError, terminate
@@ -415,7 +415,7 @@ def tracert(lab: IbLab, src_lid: int, dst_lid: int, attach: int = 0
 def compare(lab: IbLab) -> dict[str, Any]:
     """The lab's tables against the twin's, for the LIDs OpenSM gave and the links the
     lab has failed: destinations compared per switch, the differences (at most 20 shown)."""
-    sw_lid, ca_lid, _ = read_lids(lab)
+    sw_lid, ca_lid, discovered = read_lids(lab)
     real = read_lfts(lab, sw_lid)
     sn, twin = twin_tables(lab, sw_lid, ca_lid)
     dests = twin.destinations()
@@ -447,7 +447,7 @@ def compare(lab: IbLab) -> dict[str, Any]:
             "subnets": len(_subnets(sn)), "destinations": len(dests),
             "entries_compared": int(own.sum()),
             "differences": int(diff.sum()), "first_differences": shown,
-            "twin": twin, "ca_lid_now": ca_lid}
+            "twin": twin, "ca_lid_now": ca_lid, "discovered": discovered}
 
 
 def opensm_engines(lab: IbLab) -> list[str]:
@@ -490,6 +490,7 @@ def _failed_subnet(lab: IbLab) -> Subnet:
 def test(lab: IbLab) -> dict[str, Any]:
     """Compare the tables (:func:`compare`) and follow one path per HCA pair sample with
     ``ibtracert`` against the twin's table walk; the report (without the tables)."""
+    from aifabric.configs.infiniband import SIMULATED_SPEED, check_discovered
     from aifabric.routing.infiniband import trace
 
     out = compare(lab)
@@ -498,6 +499,21 @@ def test(lab: IbLab) -> dict[str, Any]:
     sn = lab.subnet
     paths = bad = 0
     now = _failed_subnet(lab)
+    # the pre-flight check on the live ibnetdiscover: every planned cable still up is
+    # there and no other; ibsim's speeds are its own (every link 4xSDR), not checked
+    # (ibnetdiscover walks from each subnet's SM switch: switches a failure cut off
+    # from it are not seen, nor are their cables)
+    seen = set(now.component[[int(m[0]) for m in _subnets(sn)]].tolist())
+    lost = {_node(sn.sw_name(s)) for s in range(sn.n_switches)
+            if int(now.component[s]) not in seen}
+    want = {c for c in planned_cables(now) if c[0] not in lost and c[2] not in lost}
+    dev = [d for d in check_discovered(now, out.pop("discovered"), speeds=False)
+           if not (d["found"] == "not cabled as planned" and (
+               d["device"] in lost or d["expected"].rsplit(" port ", 1)[0] in lost))]
+    out["cables_planned"] = len(want)
+    out["cabling_deviations"] = len(dev)
+    out["first_cabling_deviations"] = dev[:20]
+    out["speed_check"] = SIMULATED_SPEED
     live = np.flatnonzero((lid_now > 0) & (now.ca_sw >= 0))
     for i in live[:4]:
         for j in live[-4:]:

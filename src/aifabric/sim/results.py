@@ -55,12 +55,14 @@ def _pct(x: np.ndarray, q: float) -> float:
 
 def build_result(scenario: str, sim: str, f: Fabric, dag: TransferDAG, run: FlowRun,
                  *, job_gpus: list[np.ndarray], iterations: list[int],
-                 extra: dict[str, Any] | None = None) -> SimResult:
-    """Turn a simulator's raw arrays into the shared tables and summary."""
+                 extra: dict[str, Any] | None = None,
+                 sharp: dict[int, np.ndarray] | None = None) -> SimResult:
+    """Turn a simulator's raw arrays into the shared tables and summary; ``sharp``: the
+    SHARP stages' arcs (stage -> the arc each of its first transfers is)."""
     valid = np.isfinite(run.stage_end_ns)  # stages that finished
     makespan = _makespan_ns(run, valid)
     collectives = _collectives_table(dag, run, valid)
-    jobs = _jobs_table(f, dag, run, valid, job_gpus, iterations)
+    jobs = _jobs_table(f, dag, run, valid, job_gpus, iterations, sharp)
     groups, gnames = arc_groups(f)
     links = _links_table(f, run, groups, gnames, makespan)
     transfers = _transfers_table(f, dag, run, groups, gnames)
@@ -144,11 +146,34 @@ def _collectives_table(dag: TransferDAG, run: FlowRun, valid: np.ndarray) -> Tab
     }
 
 
+def _sharp_cross(f: Fabric, dag: TransferDAG, sharp: dict[int, np.ndarray],
+                 cross_seg: np.ndarray) -> np.ndarray:
+    """``cross_seg`` with the SHARP transfers' own answer: such a transfer is one arc of a
+    reduction tree carrying its bytes once (its GPU pair is a placeholder), so it
+    crosses segments when the arc joins a node of one segment to a node outside it and
+    the trees' host links reach more than one segment (a tree inside one segment moves
+    nothing between segments, whatever switch is its root)."""
+    out = cross_seg.copy()
+    src, dst, _ = f.arcs
+    seg = f.nodes.segment
+    host = f.nodes.host
+    for s, arcs in sharp.items():  # SHARP stages: a few per bucket
+        arcs = np.asarray(arcs, dtype=np.int64)
+        idx = int(dag.xfer_ptr[s]) + np.arange(len(arcs))
+        a, b = src[arcs], dst[arcs]
+        hosted = np.concatenate([a[host[a] >= 0], b[host[b] >= 0]])
+        spans = len(np.unique(seg[hosted])) > 1
+        out[idx] = spans & (seg[a] != seg[b])
+    return out
+
+
 def _jobs_table(f: Fabric, dag: TransferDAG, run: FlowRun, valid: np.ndarray,
-                job_gpus: list[np.ndarray], iterations: list[int]) -> Table:
+                job_gpus: list[np.ndarray], iterations: list[int],
+                sharp: dict[int, np.ndarray] | None = None) -> Table:
     """One row per job, per iteration: its time (ns; NaN when unfinished), its compute-only
     critical path (ns), the communication exposed beyond it (ns), the bytes its transfers
-    move and those that cross segments."""
+    move and those that cross segments (a SHARP transfer by its tree arc:
+    :func:`_sharp_cross`)."""
     start, end = run.stage_start_ns, run.stage_end_ns
     xs = dag.xfer_stage
     moved = dag.size_bytes * dag.repeat[xs]
@@ -156,6 +181,8 @@ def _jobs_table(f: Fabric, dag: TransferDAG, run: FlowRun, valid: np.ndarray,
     _, comp_end = dag.critical_path_ns(comp)
     seg = f.nodes.segment
     cross_seg = seg[dag.src] != seg[dag.dst] if dag.n_transfers else np.zeros(0, bool)
+    if sharp:
+        cross_seg = _sharp_cross(f, dag, sharp, cross_seg)
     xjob = dag.stage_job[xs]
     nj = len(dag.jobs)
     j_rows: dict[str, list[Any]] = {k: [] for k in (

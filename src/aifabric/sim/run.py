@@ -745,7 +745,7 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         run = run_flow(dag, paths, xconn, tolerance=scn.tolerance, arc_group=groups,
                        n_groups=len(gnames), progress=progress)
     res = build_result(name or scn.name, scn.sim, f, dag, run, job_gpus=wl.job_gpus,
-                       iterations=wl.iterations,
+                       iterations=wl.iterations, sharp=wl.sharp,
                        extra={"routing": {"policy": _policy_label(scn.spec, routing.policy),
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
@@ -783,6 +783,11 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "host_pfc": cfg.nic.host_pfc.enabled if cfg.nic.rx_gbps is not None else None,
             "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
+        if "infiniband" in res.summary["packet"]:  # credits, VLs: no PFC or ECN settings
+            from aifabric.sim.packet.ibmodel import settings as ib_settings
+
+            res.summary["packet"]["settings"] = ib_settings(
+                f.spec.infiniband, cfg, res.summary["packet"]["infiniband"])
     return res
 
 

@@ -20,8 +20,8 @@ from pydantic import BeforeValidator, Field
 
 from aifabric.spec.base import StrictModel
 
-__all__ = ["DEFAULT_PKEY", "IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "IbEngine", "IbSpeed",
-           "InfiniBand", "Partition"]
+__all__ = ["DEFAULT_PKEY", "IB_SPEEDS", "MAX_DATA_VLS", "NUM_SLS", "VLARB_ENTRIES",
+           "IbEngine", "IbSpeed", "InfiniBand", "Partition", "VlArbEntry", "VlArbitration"]
 
 #: data rate of one 4x port of each generation, Gbit/s (IBTA: HDR 50G, NDR 100G, XDR
 #: 200G per lane, 4 lanes)
@@ -32,6 +32,9 @@ MAX_DATA_VLS = 15
 NUM_SLS = 16
 #: one flow-control credit is 64 bytes of receive buffer (IBTA vol. 1, 7.9.4)
 CREDIT_BYTES = 64
+#: entries of each VLArbitration table (IBTA vol. 1, 7.6.9: VLArbHighCap and VLArbLowCap
+#: are at most 64; the table's blocks hold 32 entries each, two per priority)
+VLARB_ENTRIES = 64
 
 IbSpeed = Literal["hdr", "ndr", "xdr"]
 IbEngine = Literal["ftree", "updn", "minhop"]
@@ -72,6 +75,34 @@ class Partition(StrictModel):
     ipoib: bool = Field(default=True, description="IPoIB on this partition")
 
 
+class VlArbEntry(StrictModel):
+    """One entry of a VLArbitration table (IBTA vol. 1, 7.6.9): a VL and the bytes it may
+    send per turn, in 64-byte units (0: the entry is skipped)."""
+
+    vl: int = Field(ge=0, le=MAX_DATA_VLS - 1, description="a data VL (below data_vls)")
+    weight: int = Field(ge=0, le=255, description="64-byte units the VL may send per "
+                        "turn (the packet that crosses the weight completes); 0: skipped")
+
+
+class VlArbitration(StrictModel):
+    """IBTA's VL arbitration (vol. 1, 7.6.9): the high-priority table is served first,
+    up to ``high_limit`` x 4,096 bytes between chances of the low-priority table; each
+    table's entries take turns, each sending up to its weight. OpenSM's
+    ``qos_vlarb_high``, ``qos_vlarb_low``, ``qos_high_limit``."""
+
+    high: list[VlArbEntry] = Field(default_factory=list, max_length=VLARB_ENTRIES,
+                                   description="the high-priority table (default: empty, "
+                                   "every VL low priority)")
+    low: list[VlArbEntry] | None = Field(default=None, max_length=VLARB_ENTRIES,
+                                         description="the low-priority table (default: "
+                                         "one entry per data VL with its vl_weights "
+                                         "weight, 64 each without)")
+    high_limit: int = Field(default=0, ge=0, le=255, description="LimitOfHighPriority: "
+                            "bytes of high-priority packets, in 4,096-byte units, sent "
+                            "before the low-priority table gets a chance (the packet that "
+                            "crosses it completes; 0: one packet; 255: unbounded)")
+
+
 class InfiniBand(StrictModel):
     """How an InfiniBand fabric is run: speed, routing engine and LMC, virtual lanes."""
 
@@ -107,6 +138,9 @@ class InfiniBand(StrictModel):
                                  "entries of an HCA port (ConnectX HCAs: 128, "
                                  "ibv_devinfo's max_pkeys): the default P_Key and every "
                                  "partition of the port must fit")
+    vl_arbitration: VlArbitration | None = Field(
+        default=None, description="IBTA's VL arbitration with both tables: high (served "
+        "first, up to high_limit) and low (default: vl_weights' table)")
 
     @property
     def port_gbps(self) -> int:
@@ -161,7 +195,30 @@ class InfiniBand(StrictModel):
         if self.vl_weights is not None and len(self.vl_weights) != self.data_vls:
             out.append((("vl_weights",), f"{len(self.vl_weights)} entries; allowed: one "
                         f"per data VL ({self.data_vls})"))
+        arb = self.vl_arbitration
+        if arb is not None:
+            if arb.low is not None and self.vl_weights is not None:
+                out.append((("vl_arbitration", "low"), "given with vl_weights (which is "
+                            "the low-priority table too); allowed: one of them"))
+            for table in ("high", "low"):
+                for i, e in enumerate(getattr(arb, table) or []):
+                    if e.vl >= self.data_vls:
+                        out.append((("vl_arbitration", table, i, "vl"), f"VL {e.vl} is not "
+                                    "a data VL of the ports; allowed: VL 0.."
+                                    f"{self.data_vls - 1} (data_vls: {self.data_vls})"))
         return out
+
+    def vlarb_tables(self) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int]:
+        """The VL arbitration as IBTA's tables: ``(high, low, high_limit)``, each table
+        a list of ``(VL, weight)``; without ``vl_arbitration.low`` the low table is one
+        entry per data VL with its :meth:`weights`."""
+        arb = self.vl_arbitration
+        low = [(vl, w) for vl, w in enumerate(self.weights())]
+        if arb is None:
+            return [], low, 0
+        if arb.low is not None:
+            low = [(e.vl, e.weight) for e in arb.low]
+        return [(e.vl, e.weight) for e in arb.high], low, arb.high_limit
 
     def weights(self) -> list[int]:
         """VL arbitration weight of every data VL."""

@@ -225,6 +225,8 @@ def test_layout_columns_do_not_overlap():
     # receiver's coalesced ACKs (test_ooo_acks.py: its QP state in the NIC spare columns)
     assert L.ACKCO == L.RC_PULL + 1 and L.NQI == L.Q_RSPEC + 1
     assert (L.Q_OOON, L.Q_ACKRQ) == (L.Q_X0, L.Q_X1)
-    # InfiniBand's (test_infiniband.py) after those: 16 VL weights last
-    assert L.IB_ON == L.ACKCO + 1 and L.IB_W0 == L.IB_AR + 1 and L.NCI == L.IB_W0 + 16
+    # InfiniBand's (test_infiniband.py) after those: 16 VL weights, then the VL
+    # arbitration's tables, the Victim_Mask and the per-SL CC (test_ib_arbitration.py)
+    assert L.IB_ON == L.ACKCO + 1 and L.IB_W0 == L.IB_AR + 1 and L.IB_HN == L.IB_W0 + 16
+    assert L.NCI == L.IB_SLCC0 + 1 and L.P_VLHCUR == L.P_FECNC + 1
     assert L.T_CRED == L.T_DROPS + 1 and L.NPT == L.T_VTXB + 1

@@ -519,6 +519,22 @@ class RcccParams(_Strict):
                                    "starts with, x its BDP (also the most credit it holds)")
 
 
+class IbccSl(_Strict):
+    """InfiniBand congestion control of one service level (IBTA vol. 1 annex A10,
+    CACongestionSetting: a CCTI_Increase, CCTI_Timer and CCTI_Min per SL, and the
+    Control_Map bit that turns the SL's congestion control on); unset: the ``ibcc``
+    value."""
+
+    enabled: bool = Field(default=True, description="the SL's bit of the CA's control map: "
+                          "false, its QPs ignore BECNs (no rate reduction)")
+    ccti_increase: int | None = Field(default=None, ge=1, le=255, description="CCTI added "
+                                      "per BECN")
+    ccti_timer: int | None = Field(default=None, ge=1, le=0xFFFF, description="CCTI timer, "
+                                   "units of 1.024 us")
+    ccti_min: int | None = Field(default=None, ge=0, le=0x3FFF, description="the lowest "
+                                 "CCTI")
+
+
 class IbccParams(_Strict):
     """InfiniBand congestion control (IBTA vol. 1 annex A10; ``algorithm: ibcc``, the
     default on an InfiniBand fabric). OpenSM ships it off with every setting 0
@@ -542,13 +558,54 @@ class IbccParams(_Strict):
         "sent (rate = line / (1 + entry)); default: i / 64 for i = 0..127 (CCTI 64: half "
         "the line rate)")
 
+    sl: dict[int, IbccSl] = Field(
+        default_factory=dict, description="per service level (IBTA's CACongestionSetting "
+        "entries; OpenSM's cc_ca_cong_setting_* <SL> <value> and its control map): the "
+        "CA's settings for QPs of that SL, each unset one the value above")
+    victim_mask: Literal["all", "none", "hca_ports"] = Field(
+        default="all", description="the switches' Victim_Mask (OpenSM's "
+        "cc_sw_cong_setting_victim_mask): the ports that mark FECN also while they are a "
+        "victim of congestion (their VL out of credit), not only as its root; all (the "
+        "default: every port marks on its queue alone), none (OpenSM's default), "
+        "hca_ports (the ports cabled to HCAs); victim_ports adds port numbers")
+    victim_ports: list[Annotated[int, Field(ge=0, le=254)]] | None = Field(
+        default=None, description="switch port numbers (0..254, OpenSM's numbering) in "
+        "the Victim_Mask of every switch, with victim_mask none or hca_ports")
+
+    @field_validator("sl")
+    @classmethod
+    def _sls(cls, sls: dict[int, IbccSl]) -> dict[int, IbccSl]:
+        bad = [x for x in sls if not 0 <= x <= 15]
+        if bad:
+            raise ValueError(f"SL {bad[0]}; allowed: service levels 0..15")
+        return sls
+
     @model_validator(mode="after")
     def _table(self) -> IbccParams:
         n = len(self.cct) if self.cct is not None else 128
         if self.ccti_min >= n:
             raise ValueError(f"ccti_min {self.ccti_min} is past the table's last index "
                              f"({n - 1}); allowed: 0..{n - 1}")
+        if self.victim_ports is not None and self.victim_mask == "all":
+            raise ValueError("victim_ports: given with victim_mask all (every port is in "
+                             "the mask already); allowed: victim_mask none or hca_ports "
+                             "with victim_ports")
+        for sl, e in sorted(self.sl.items()):
+            if e.ccti_min is not None and e.ccti_min >= n:
+                raise ValueError(f"sl.{sl}.ccti_min {e.ccti_min} is past the table's last "
+                                 f"index ({n - 1}); allowed: 0..{n - 1}")
         return self
+
+    def for_sl(self, sl: int) -> tuple[bool, int, int, int]:
+        """The CA's settings of QPs on service level ``sl``: (on, ccti_increase,
+        ccti_timer, ccti_min)."""
+        e = self.sl.get(sl)
+        if e is None:
+            return True, self.ccti_increase, self.ccti_timer, self.ccti_min
+        return (e.enabled,
+                self.ccti_increase if e.ccti_increase is None else e.ccti_increase,
+                self.ccti_timer if e.ccti_timer is None else e.ccti_timer,
+                self.ccti_min if e.ccti_min is None else e.ccti_min)
 
     def table(self) -> list[float]:
         """The CCT: ``cct`` or the default (entry i = i/64)."""
@@ -650,9 +707,11 @@ class PacketConfig(_Strict):
                                      "of the paused-cycle check")
     seed: int = Field(default=0, ge=0, le=(1 << 64) - 1)
     ib_sl: dict[str, Annotated[int, Field(ge=0, le=15)]] = Field(
-        default_factory=dict, description="InfiniBand only: the service level of each "
-        "job's QPs, by job name (the job's NCCL_IB_SL; its VL is infiniband.sl2vl of it); "
-        "other traffic uses infiniband.nccl_sl")
+        default_factory=dict, description="InfiniBand only: the service level of QPs by "
+        "what they carry: a job's name (the job's NCCL_IB_SL), a scenario collective's "
+        "name (<op>-<i> when unnamed; every repetition) or a traffic entry (traffic.<i>); "
+        "a collective's SL over its job's; its VL is infiniband.sl2vl of it; other "
+        "traffic uses infiniband.nccl_sl")
     sharp: SharpPacketConfig = SharpPacketConfig()
 
     @model_validator(mode="after")

@@ -69,11 +69,19 @@ ACKCO = 79
 # largest frame (a VL sends while its credit holds one), the flow-control packet's bytes,
 # FECN marking (queue threshold in bytes, mark every n-th eligible packet, 0: off),
 # CCTI timer (ps), increase, limit, minimum, the CCT's first entry in LBT, adaptive
-# routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn)
+# routing with credit state, VL arbitration weights of VL 0..15 (64-byte units per turn;
+# the settings' record: the arbitration itself reads its tables from LBT, below)
 (IB_ON, IB_MAXF, IB_FCPB, IB_FTHR, IB_FRATE, IB_CCTT, IB_CCTINC, IB_CCTLIM, IB_CCTMIN,
  IB_CCT0, IB_AR) = range(80, 91)
 IB_W0 = 91
-NCI = IB_W0 + 16
+# InfiniBand's VL arbitration with both of IBTA's tables (vol. 1, 7.6.9), in LBT as
+# (VL, weight in bytes) pairs: the high table's entries and first index, the low table's,
+# LimitOfHighPriority in bytes (a huge number: unbounded); the switch ports' Victim_Mask
+# (its first index in LBT, one flag per port row; -1: every port marks as a victim too);
+# the congestion control per SL (first index in LBT of 16 rows: on, CCTI increase, timer
+# in ps, CCTI minimum)
+(IB_HN, IB_HT0, IB_LN, IB_LT0, IB_HLIM, IB_VICT, IB_SLCC0) = range(IB_W0 + 16, IB_W0 + 23)
+NCI = IB_W0 + 23
 LB_ECMP, LB_SPRAYM, LB_ADAPTIVE = range(3)
 EV_FIXED, EV_OBLIVIOUS, EV_RR, EV_REPS = range(4)
 # ---------------------------------------------------------------------- CF: float settings
@@ -109,7 +117,10 @@ P_TRIMS = 23
 # InfiniBand (ib.py): the VL arbitration's current VL and the weight left of its turn
 # (bytes), FECN's count of eligible packets since the last mark
 (P_VLCUR, P_VLREM, P_FECNC) = range(24, 27)
-NPI = 27
+# the high-priority table's current entry and the weight left of its turn (bytes), the
+# high-priority bytes sent since the low table last had its chance
+(P_VLHCUR, P_VLHREM, P_VLHCNT) = range(27, 30)
+NPI = 30
 P_PPB, P_GBPS, P_PMAX, P_XF0 = 0, 1, 2, 3  # PF: ps per byte, Gbit/s, WRED Pmax, spare
 NPF = 4
 # ---------------------------------------------------------------------- PT: port x field x TC

@@ -354,6 +354,9 @@ class Network:
             from aifabric.sim.packet.ibmodel import setup
 
             setup(self, ib)
+        elif self.cc_name == "ibcc":  # without InfiniBand: no SL settings, no reaction
+            self.CI[L.IB_SLCC0] = len(self.LBT)
+            self.LBT = np.concatenate([self.LBT, np.zeros(64, dtype=np.int64)])
         lb_seed = cfg.seed if cfg.lb.seed is None else cfg.lb.seed
         self.RNG = np.array([cfg.seed & ((1 << 64) - 1),
                              (lb_seed ^ 0x5EED5EED5EED5EED) & ((1 << 64) - 1),
@@ -839,6 +842,8 @@ class Network:
             qf[L.F_WINB] = np.inf if w == "none" else float(w)
         _transports().init_cc(self.cc_name, self.cfg.cc, qi, qf, qp.line_bps, rtt, self.mtu,
                               self.CI, self.CF)
+        if self.ib is not None and self.cc_name == "ibcc":  # its SL's CC settings
+            qi[L.Q_I3] = self.ib.sl if sl is None else sl
         qp.cc = CongestionControl(self, q, self.cc_name)
         self.qps.append(qp)
         self.reserve()

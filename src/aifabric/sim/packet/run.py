@@ -357,9 +357,8 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
                        xfer_conn, progress)
     drive.headers = headers
     drive.sharp = sharp
-    if ib is not None and cfg.ib_sl:  # each job's SL
-        drive.stage_sl = [cfg.ib_sl.get(dag.jobs[j]) if j >= 0 else None
-                          for j in dag.stage_job.tolist()]
+    if ib is not None and cfg.ib_sl:  # each job's, collective's, traffic entry's SL
+        drive.stage_sl = stage_sls(dag, cfg.ib_sl)
     drive.run()
     arc_bytes, peak, q_peak = _arc_totals(sim, cap)
     tl, tg = _timeline(sim, len(cap), arc_group, n_groups)
@@ -395,24 +394,66 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
 def _ib_link(f: Fabric, cfg: PacketConfig, dag: TransferDAG) -> Any:
     """InfiniBand's link model of ``f`` (:class:`aifabric.sim.packet.ibmodel.IbLink`
     from its spec's ``infiniband`` block, with the SLs of ``packet.ib_sl``), or None on
-    RoCE. ``ib_sl`` naming no job of the run, or on RoCE, is refused."""
+    RoCE. ``ib_sl`` naming nothing of the run (:func:`stage_sls`), or on RoCE, is
+    refused."""
     ib_on = getattr(f.spec, "transport", "roce") == "infiniband"
     if cfg.ib_sl:
         if not ib_on:
             raise SpecError(Problem("packet.ib_sl", "service levels are InfiniBand's; "
                                     "allowed on this RoCE fabric: none (nic.dscp sets "
                                     "the traffic class)"))
-        for name in cfg.ib_sl:
-            if name not in dag.jobs:
-                raise SpecError(Problem(f"packet.ib_sl.{name}", (
-                    f"no job named {name!r} in this run; allowed: "
-                    f"{', '.join(dag.jobs) or 'none (the run has no jobs)'}")))
+        stage_sls(dag, cfg.ib_sl)
     if not ib_on:
         return None
-    from aifabric.sim.packet.ibmodel import IbLink
+    from aifabric.sim.packet.ibmodel import IbLink, arc_port_numbers
 
     ib = f.spec.infiniband
-    return IbLink.from_spec(ib, sls=[ib.nccl_sl, *cfg.ib_sl.values()])
+    link = IbLink.from_spec(ib, sls=[ib.nccl_sl, *cfg.ib_sl.values()])
+    if cfg.cc.ibcc.victim_ports:  # port numbers: OpenSM's numbering
+        link.arc_port = arc_port_numbers(f)
+    return link
+
+
+def _sl_key(name: str) -> str:
+    """The ``packet.ib_sl`` key of a scenario collective's name in the DAG: a traffic
+    entry's ``traffic.<i>``, a repeated collective's name without ``#<r>``."""
+    if name.startswith("traffic."):
+        return name.split(" ", 1)[0]
+    base, _, r = name.rpartition("#")
+    return base if base and r.isdigit() else name
+
+
+def stage_sls(dag: TransferDAG, ib_sl: dict[str, int]) -> list[int | None]:
+    """The InfiniBand SL of each stage's QPs from ``packet.ib_sl`` (None: the default
+    ``infiniband.nccl_sl``). A key names a job (its every transfer, collectives inside
+    it included), a collective of the scenario (its ``name``, or ``<op>-<i>`` for an
+    unnamed ``collectives[i]``; every repetition) or a traffic entry (``traffic.<i>``);
+    a collective's or traffic entry's SL is used over its job's. A key naming nothing,
+    or both a job and a collective, is refused (one line, the key)."""
+    keys = [_sl_key(x.name) if x.job < 0 else None for x in dag.collectives]
+    by_job: dict[int, int] = {}
+    by_coll: dict[int, int] = {}
+    for key, sl in ib_sl.items():
+        colls = [c for c, k in enumerate(keys) if k == key]
+        if key in dag.jobs and colls:
+            raise SpecError(Problem(f"packet.ib_sl.{key}", (
+                f"{key!r} names both a job and a collective; allowed: a name of one "
+                "(rename one of them)")))
+        if key in dag.jobs:
+            by_job[dag.jobs.index(key)] = sl
+        elif colls:
+            by_coll.update(dict.fromkeys(colls, sl))
+        else:
+            names = [*dag.jobs, *dict.fromkeys(k for k in keys if k is not None)]
+            raise SpecError(Problem(f"packet.ib_sl.{key}", (
+                f"no job, collective or traffic entry named {key!r} in this run; "
+                f"allowed: {', '.join(names) or 'none'}")))
+    coll_of = np.asarray(dag.stage_coll, dtype=np.int64)
+    out: list[int | None] = []
+    for s, j in enumerate(dag.stage_job.tolist()):
+        c = int(coll_of[s])
+        out.append(by_coll[c] if c in by_coll else by_job.get(j) if j >= 0 else None)
+    return out
 
 
 def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
