@@ -724,6 +724,14 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
                                        failures=scn.failures or None, seed=seed,
                                        pinned=wl.pinned or None)
+    elif wl.sharp:  # the SHARP transfers stream over their tree arcs: not routed
+        from aifabric.sim.sharp import without_sharp
+
+        sub, kept = without_sharp(dag, wl.sharp)
+        paths, sub_conn = route_dag(f, sub, routing, failures=scn.failures or None,
+                                    seed=seed, pinned=wl.pinned or None)
+        xconn = np.zeros(dag.n_transfers, dtype=np.int64)
+        xconn[kept] = sub_conn  # the SHARP ones: _sharp_paths
     else:
         paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
                                  pinned=wl.pinned or None)
@@ -781,6 +789,8 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
+    if wl.sharp:  # the SHARP transfers named by what they are, not by GPU pairs
+        _name_sharp_rows(res, f, dag, run, wl.sharp)
     if f.spec.scheduled is not None and scn.sim != "packet":
         from aifabric.sim.scheduled import scheduled_summary
 
@@ -815,6 +825,23 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             "cc": cfg.cc.algorithm,
             **({"dcqcn": cfg.cc.dcqcn.model_dump()} if cfg.cc.algorithm == "dcqcn" else {})}
     return res
+
+
+def _name_sharp_rows(res: SimResult, f: Fabric, dag: TransferDAG, run: Any,
+                     sharp: dict[int, np.ndarray]) -> None:
+    """The transfers table's SHARP rows name their arc's ends
+    (:func:`aifabric.sim.sharp.sharp_transfer_names`), and the summary's slowest
+    transfers are read again from it."""
+    from aifabric.sim.results import _slowest_transfers
+    from aifabric.sim.sharp import sharp_rows, sharp_transfer_names
+
+    idx, arcs = sharp_rows(dag, sharp)
+    tr = res.tables["transfers"]
+    a, b = sharp_transfer_names(f, arcs)
+    for col, val in (("src_gpu", a), ("dst_gpu", b)):
+        tr[col] = np.asarray(tr[col], dtype=object).copy()
+        tr[col][idx] = val
+    res.summary["slowest_transfers"] = _slowest_transfers(run, tr)
 
 
 def _ib_packet_config(scn: SimScenario, cfg: Any) -> Any:

@@ -394,3 +394,48 @@ def sharp_over(fab: Fabric, used: tuple[dict[int, int], dict[int, int]],
                 return (f"switch {fab.nodes.name[x]} would hold {total} SHARP {what}, "
                         f"{name}'s {field_} is {limit}")
     return ""
+
+
+def sharp_rows(dag: Any, sharp: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The transfers of the SHARP stages ``sharp`` (stage -> the arc each of its first
+    transfers streams over, :func:`aifabric.sim.run._sharp_transfers`) and their arcs,
+    in stage order."""
+    if not sharp:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    st = sorted(sharp)
+    idx = np.concatenate([int(dag.xfer_ptr[s]) + np.arange(len(sharp[s]), dtype=np.int64)
+                          for s in st])
+    arcs = np.concatenate([np.asarray(sharp[s], dtype=np.int64) for s in st])
+    return idx, arcs
+
+
+def without_sharp(dag: Any, sharp: dict[int, np.ndarray]) -> tuple[Any, np.ndarray]:
+    """The DAG without the transfers of its SHARP stages (each streams over one arc of
+    its tree and is not routed between GPUs), and the transfers it keeps: what the
+    router routes, so that no GPU pair stands in for a tree arc there (nor in the packet
+    run's ACK routes)."""
+    from dataclasses import replace
+
+    idx, _ = sharp_rows(dag, sharp)
+    keep = np.ones(dag.n_transfers, dtype=bool)
+    keep[idx] = False
+    kept = np.flatnonzero(keep)
+    per = np.bincount(dag.xfer_stage[kept], minlength=dag.n_stages)
+    ptr = np.zeros(dag.n_stages + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    return replace(dag, xfer_ptr=ptr, src=dag.src[kept], dst=dag.dst[kept],
+                   size_bytes=dag.size_bytes[kept]), kept
+
+
+def sharp_transfer_names(fab: Fabric, arcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What each SHARP transfer on arc ``arcs[i]`` is, as the transfers table names it
+    (``src_gpu``, ``dst_gpu``): the arc's two ends, a switch end as its aggregation unit
+    ``<switch>/sharp`` (where the stream is reduced or replicated, as the packet level
+    names the units): ``gpu -> nic`` and back (PCIe), ``nic -> leaf/sharp`` and back
+    (the host link), ``leaf/sharp -> spine/sharp`` and back (a tree link)."""
+    src, dst, _ = fab.arcs
+    names = fab.nodes.name.astype(object)
+    unit = np.where(fab.is_switch, "/sharp", "").astype(object)
+    u, v = src[arcs], dst[arcs]
+    return names[u] + unit[u], names[v] + unit[v]
