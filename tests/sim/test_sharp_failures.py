@@ -283,3 +283,22 @@ def test_packet_ack_paths_count_no_sharp_placeholders(tmp_path):
     res = api.simulate(_scenario(tmp_path, "packet", change=hashed))
     ap = res.summary["packet"]["ack_paths"]
     assert ap["mode"] == "hashed" and ap["qps"] == 0, ap
+
+
+def test_the_bare_sharp_allreduce_takes_the_scenario_failures():
+    """``sharp_allreduce(fab, gpus, size, failures)``: the same trees as a scenario's,
+    on the live fabric: root spine-01 with spine-00 down, S / B + a link latency."""
+    from aifabric.sim.run import gpu_pool
+    from aifabric.sim.sharp import SharpUnavailable, sharp_allreduce
+
+    doc = yaml.safe_load(SHARP.read_text())
+    _four_spines(doc)
+    scn = SimScenario.model_validate(doc)
+    f = build_fabric(scn.spec)
+    gpus = gpu_pool(f).node
+    out = sharp_allreduce(f, gpus, S, failures=[{"switch": "spine-00"}])
+    assert [t["root"] for t in out["trees"]] == ["spine-01"]
+    assert out["time_ns"] == pytest.approx(out["closed_form_ns"], rel=0.01)
+    assert out["host_link_bytes_up"] == S
+    with pytest.raises(SharpUnavailable, match="host-s00-h000-nic0 cannot join"):
+        sharp_allreduce(f, gpus, S, failures=[{"switch": "leaf-s00"}])

@@ -12,7 +12,11 @@ The tree (:func:`sharp_tree`): the NICs of the job's GPUs (each GPU's own rail N
 leaf reaches; each leaf's path to the root follows the subnet manager's forwarding tables
 towards the root's LID (destination-based routing towards one LID is a tree), which is
 how an aggregation manager lays a tree on a fat-tree. One tree per rail when the GPUs use
-several rails, each on the next top-tier switch (trees spread over the roots).
+several rails, each on the next top-tier switch (trees spread over the roots). Under a
+scenario's failures the trees are laid on the live fabric (the subnet manager's
+re-sweep, the tables every other flow follows): no tree arc is a failed link or touches
+a failed switch, and where the failures leave a GPU no tree (:class:`SharpUnavailable`)
+the caller runs NCCL's ring and says what failed (:func:`live_trees`).
 
 The run (:func:`sharp_allreduce`): streaming aggregation pipelines the buffer through the
 tree, so every tree link and host link carries its ``S`` at the same time; each is a flow
@@ -223,14 +227,19 @@ def _walk(t: Any, sn: Any, s: int, lid: int, target: int) -> list[tuple[int, int
     return hops
 
 
-def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float) -> dict[str, Any]:
+def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float,
+                    failures: Any = None) -> dict[str, Any]:
     """An AllReduce of ``size_bytes`` per GPU over ``gpus`` with SHARP, on the flow
     engine: the time, the closed forms (SHARP and ring), the bytes on each host link and
-    the trees (module doc)."""
+    the trees (module doc). ``failures`` (as a scenario's, or a bool mask of live links):
+    the trees are laid on the live fabric (:func:`live_trees`; :class:`SharpUnavailable`
+    when they leave a GPU no tree)."""
+    from aifabric.routing.failover import live_links
     from aifabric.sim.flow.engine import Paths, run_flow
     from aifabric.workload.dag import TransferDAG
 
-    trees = sharp_tree(fab, gpus)
+    trees = live_trees(fab, gpus, alive=None if failures is None
+                       else live_links(fab, failures))
     src_arc, _, cap = fab.arcs
     arcs_a, host_up_a = sharp_flow_arcs(fab, trees)
     host_up = host_up_a.tolist()
