@@ -111,7 +111,6 @@ def test_a_failed_tree_link_or_root_moves_the_tree_and_keeps_s_over_b(tmp_path, 
     f, alive, trees = _trees(path)
     assert _root(f, trees) == "spine-01"
     for tr in trees:  # the invariant: no tree arc on a failed link
-        assert alive[tr.up_arcs // 2].all()
         assert alive[tr.up_arcs // 2].all() and tr.depth == 1
     res = api.simulate(path)
     coll = res.summary["collectives"][0]
@@ -223,7 +222,7 @@ def test_a_job_keeps_sharp_around_a_failed_spine(tmp_path):
     assert host_bytes(res) == host_bytes(healthy)
 
 
-def test_a_sharp_job_whose_gpu_is_cut_off_runs_the_ring_or_is_refused(tmp_path, cli):
+def test_a_sharp_job_whose_gpu_has_no_live_port_is_one_line_exit_2(tmp_path, cli):
     """A job GPU's only NIC port down: SHARP cannot run (the note's case), and NCCL's
     ring cannot reach that GPU either: one line naming routing, exit 2, nothing
     written -- no traceback."""
@@ -233,6 +232,35 @@ def test_a_sharp_job_whose_gpu_is_cut_off_runs_the_ring_or_is_refused(tmp_path, 
     line = one_line_exit_2(cli("simulate", path, "--out", out))
     assert "routing:" in line and "no path" in line, line
     assert not out.exists()
+
+
+def test_a_sharp_job_whose_gpu_is_cut_off_from_its_tree_runs_the_ring_and_says_so(
+        tmp_path):
+    """job-ndr-sharp.yaml with dual-port NICs and host-s00-h000's NIC 0 port a down: that
+    GPU cannot join its DP group's tree, so the job's DP AllReduce runs NCCL's ring (on
+    port b), the note names the GPU, port and link, and the step is exactly the same job
+    with ``dp_algorithm: ring`` and the same failure."""
+    def dual(algo):
+        def change(doc):
+            doc["spec"]["hosts"]["ports_per_nic"] = 2
+            doc["spec"]["topology"]["leaf"] = {"model": "quantum2", "down_ports": 16,
+                                               "up_ports": 16}
+            doc["jobs"][0]["dp_algorithm"] = algo
+        return change
+    fail = [{"link": ["host-s00-h000-nic0a", "leaf-s00-r0"]}]
+    res = api.simulate(_scenario(tmp_path, "flow", fail, change=dual("sharp"), base=JOB))
+    assert res.summary["notes"] == [
+        "jobs[0] (llm-7b): no SHARP tree after the failures (GPU host-s00-h000-gpu0's NIC "
+        "port host-s00-h000-nic0a cannot join a tree: its link to leaf-s00-r0 is down); "
+        "its DP AllReduce runs NCCL's ring instead"]
+    ring = api.simulate(_scenario(tmp_path, "flow", fail, change=dual("ring"), base=JOB,
+                                  name="r.yaml"))
+    assert res.summary["jobs"][0]["iteration_ns"] == ring.summary["jobs"][0]["iteration_ns"]
+    healthy = api.simulate(_scenario(tmp_path, "flow", change=dual("sharp"), base=JOB,
+                                     name="h.yaml"))
+    assert "notes" not in healthy.summary
+    assert healthy.summary["jobs"][0]["iteration_ns"] < \
+        0.6 * res.summary["jobs"][0]["iteration_ns"]
 
 
 def test_failures_naming_unknown_links_keep_their_message(tmp_path, cli):
