@@ -173,6 +173,21 @@ class _SharpHeld:
     notes: list[str] = field(default_factory=list)
     #: stage -> its SHARP operations (jobs' DP groups, collectives), each a list of trees
     trees_of: dict[int, list[list[Any]]] = field(default_factory=dict)
+    #: the live links after the scenario's failures (None: none failed), once asked for
+    _alive: Any = None
+    _alive_done: bool = False
+
+    def alive(self, scn: SimScenario, f: Fabric) -> Any:
+        """Bool per link, True = up, after ``scn.failures`` (None without failures): the
+        fabric the aggregation manager lays its trees on (the subnet manager's re-sweep,
+        :func:`aifabric.sim.sharp.sharp_tree`). Bad failure names are the router's
+        problems (:func:`aifabric.routing.failover.failed_links`)."""
+        if not self._alive_done:
+            from aifabric.routing.failover import live_links
+
+            self._alive = live_links(f, scn.failures) if scn.failures else None
+            self._alive_done = True
+        return self._alive
 
 
 def _add_jobs(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.ndarray, seed: int,
@@ -226,7 +241,7 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
     ring, as NCCL does when the aggregation manager gives it no resources. Refused
     (``problems``): a RoCE fabric, another simulator than flow or packet, a tree through
     a switch whose model does not aggregate."""
-    from aifabric.sim.sharp import sharp_over, sharp_tree, sharp_usage
+    from aifabric.sim.sharp import SharpUnavailable, live_trees, sharp_over, sharp_usage
 
     if getattr(scn.spec, "transport", "roce") != "infiniband":
         problems.append(Problem(f"{where}.dp_algorithm", "sharp reduces in InfiniBand "
@@ -247,14 +262,19 @@ def _job_sharp(scn: SimScenario, f: Fabric | None, pool: GpuPool, pos: np.ndarra
         return None
     groups: list[list[Any]] = []
     laid = held.laid
+    alive = held.alive(scn, f)
     try:
         for p in range(pp):
             for t in range(tp):
-                groups.append(sharp_tree(f, g[p, :, t], first_root=laid))
+                groups.append(live_trees(f, g[p, :, t], first_root=laid, alive=alive))
                 laid += len(groups[-1])
     except SpecError as err:
         problems.extend(Problem(f"{where}.{q.path}" if q.path == "gpus" else q.path,
                                 q.message) for q in err.problems)
+        return None
+    except SharpUnavailable as why:  # NCCL runs its ring when SHARP has no tree
+        held.notes.append(f"{where} ({name}): no SHARP tree after the failures ({why}); "
+                          "its DP AllReduce runs NCCL's ring instead")
         return None
     trees_on, ops_on, bad = sharp_usage(f, groups)
     if bad is not None:
@@ -379,10 +399,17 @@ def _add_collectives(b: DAGBuilder, scn: SimScenario, pool: GpuPool, taken: np.n
         if problems:
             continue
         if algo == "sharp":
-            trees = _sharp_trees(scn, f, pool.node[pos], where, problems)
-            if trees is not None:
-                sharp_ops.append((i, trees, pool.node[pos]))
-            continue
+            trees = _sharp_trees(scn, f, pool.node[pos], where, problems, held=held)
+            if not isinstance(trees, str):
+                if trees is not None:
+                    sharp_ops.append((i, trees, pool.node[pos]))
+                continue
+            # the failures leave no tree: NCCL runs its ring, and the results say why
+            if held is not None:
+                held.notes.append(f"{where} ({cs.name or f'{cs.op}-{i}'}): no SHARP tree "
+                                  f"after the failures ({trees}); its AllReduce runs "
+                                  "NCCL's ring instead")
+            algo = "ring"
         deps = b.compute(cs.start_ms * 1e6, label=f"{where} start") if cs.start_ms else None
         for r in range(cs.repeat):
             name = (cs.name or f"{cs.op}-{i}") + (f"#{r}" if cs.repeat > 1 else "")
@@ -418,10 +445,12 @@ def _host_of(pool: GpuPool, gpus: np.ndarray) -> np.ndarray:
 
 
 def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: str,
-                 problems: list[Problem]) -> Any:
+                 problems: list[Problem], *, held: _SharpHeld | None = None) -> Any:
     """The SHARP trees of one collective, or None with the problem appended: SHARP
-    needs an InfiniBand fabric and the flow or packet simulator."""
-    from aifabric.sim.sharp import sharp_tree
+    needs an InfiniBand fabric and the flow or packet simulator. The trees are laid on
+    the live fabric (``scn.failures``); where the failures leave none, what failed (a
+    str: the collective runs NCCL's ring)."""
+    from aifabric.sim.sharp import SharpUnavailable, live_trees
 
     if getattr(scn.spec, "transport", "roce") != "infiniband":
         problems.append(Problem(f"{where}.algorithm", "sharp reduces in InfiniBand "
@@ -435,7 +464,9 @@ def _sharp_trees(scn: SimScenario, f: Fabric | None, gpus: np.ndarray, where: st
         return None
     assert f is not None
     try:
-        return sharp_tree(f, gpus)
+        return live_trees(f, gpus, alive=held.alive(scn, f) if held is not None else None)
+    except SharpUnavailable as why:
+        return str(why)
     except SpecError as err:
         problems.extend(Problem(f"{where}.{p.path}" if p.path == "gpus" else p.path,
                                 p.message) for p in err.problems)
@@ -693,6 +724,14 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
         paths, xconn = route_scheduled(f, dag, routing, scn.packet.nic,
                                        failures=scn.failures or None, seed=seed,
                                        pinned=wl.pinned or None)
+    elif wl.sharp:  # the SHARP transfers stream over their tree arcs: not routed
+        from aifabric.sim.sharp import without_sharp
+
+        sub, kept = without_sharp(dag, wl.sharp)
+        paths, sub_conn = route_dag(f, sub, routing, failures=scn.failures or None,
+                                    seed=seed, pinned=wl.pinned or None)
+        xconn = np.zeros(dag.n_transfers, dtype=np.int64)
+        xconn[kept] = sub_conn  # the SHARP ones: _sharp_paths
     else:
         paths, xconn = route_dag(f, dag, routing, failures=scn.failures or None, seed=seed,
                                  pinned=wl.pinned or None)
@@ -750,6 +789,8 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
                                           "qps_per_connection": routing.qps_per_connection,
                                           "nic_port_choice": routing.nic_port_choice}})
     res.tables["collective_links"] = collective_links(f, dag, paths, xconn)
+    if wl.sharp:  # the SHARP transfers named by what they are, not by GPU pairs
+        _name_sharp_rows(res, f, dag, run, wl.sharp)
     if f.spec.scheduled is not None and scn.sim != "packet":
         from aifabric.sim.scheduled import scheduled_summary
 
@@ -789,6 +830,23 @@ def simulate(scn: SimScenario, f: Fabric, *, name: str | None = None,
             res.summary["packet"]["settings"] = ib_settings(
                 f.spec.infiniband, cfg, res.summary["packet"]["infiniband"])
     return res
+
+
+def _name_sharp_rows(res: SimResult, f: Fabric, dag: TransferDAG, run: Any,
+                     sharp: dict[int, np.ndarray]) -> None:
+    """The transfers table's SHARP rows name their arc's ends
+    (:func:`aifabric.sim.sharp.sharp_transfer_names`), and the summary's slowest
+    transfers are read again from it."""
+    from aifabric.sim.results import _slowest_transfers
+    from aifabric.sim.sharp import sharp_rows, sharp_transfer_names
+
+    idx, arcs = sharp_rows(dag, sharp)
+    tr = res.tables["transfers"]
+    a, b = sharp_transfer_names(f, arcs)
+    for col, val in (("src_gpu", a), ("dst_gpu", b)):
+        tr[col] = np.asarray(tr[col], dtype=object).copy()
+        tr[col][idx] = val
+    res.summary["slowest_transfers"] = _slowest_transfers(run, tr)
 
 
 def _ib_packet_config(scn: SimScenario, cfg: Any) -> Any:

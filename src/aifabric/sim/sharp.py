@@ -12,7 +12,11 @@ The tree (:func:`sharp_tree`): the NICs of the job's GPUs (each GPU's own rail N
 leaf reaches; each leaf's path to the root follows the subnet manager's forwarding tables
 towards the root's LID (destination-based routing towards one LID is a tree), which is
 how an aggregation manager lays a tree on a fat-tree. One tree per rail when the GPUs use
-several rails, each on the next top-tier switch (trees spread over the roots).
+several rails, each on the next top-tier switch (trees spread over the roots). Under a
+scenario's failures the trees are laid on the live fabric (the subnet manager's
+re-sweep, the tables every other flow follows): no tree arc is a failed link or touches
+a failed switch, and where the failures leave a GPU no tree (:class:`SharpUnavailable`)
+the caller runs NCCL's ring and says what failed (:func:`live_trees`).
 
 The run (:func:`sharp_allreduce`): streaming aggregation pipelines the buffer through the
 tree, so every tree link and host link carries its ``S`` at the same time; each is a flow
@@ -38,8 +42,16 @@ import scipy.sparse as sp
 from aifabric.errors import Problem, SpecError
 from aifabric.topology.fabric import Fabric, LinkKind
 
-__all__ = ["SharpTree", "sharp_allreduce", "sharp_flow_arcs", "sharp_limits", "sharp_over",
+__all__ = ["SharpTree", "SharpUnavailable", "live_trees", "sharp_allreduce",
+           "sharp_flow_arcs", "sharp_limits", "sharp_over", "sharp_transfer_names",
            "sharp_tree", "sharp_usage"]
+
+
+class SharpUnavailable(Exception):
+    """The failures leave no SHARP tree for these GPUs (a GPU's NIC port cut off, the
+    leaves in different subnets): a runtime condition, not bad input. NCCL then runs
+    the collective without SHARP (its ring), as it does when the aggregation manager
+    cannot give a communicator its trees; the message says what failed."""
 
 
 @dataclass(eq=False)
@@ -60,10 +72,21 @@ def _arc_from(fab: Fabric, link: int, node: int) -> int:
     return 2 * link if int(fab.links.a[link]) == node else 2 * link + 1
 
 
-def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[SharpTree]:
+def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0,
+               alive: np.ndarray | None = None) -> list[SharpTree]:
     """The SHARP reduction trees of the GPUs ``gpus`` (fabric GPU node ids): one per rail
     plane (module doc). ``first_root``: the trees already laid (by other jobs or groups),
-    so that this set starts on the next top-tier switch and the next parallel cable."""
+    so that this set starts on the next top-tier switch and the next parallel cable.
+
+    ``alive`` (bool per link; None: all up): the trees are laid on the live fabric, as
+    the aggregation manager lays them after the subnet manager's re-sweep: the walks
+    follow the failed-fabric tables (:func:`aifabric.routing.infiniband.fabric_lfts`
+    with ``alive``, the ones every other flow of the run follows), so no tree arc is a
+    failed link or touches a failed switch; among the top-tier switches the root is the
+    first (in the rotation above) whose tree is shallowest (a leaf that lost its link to
+    a root would otherwise reach it through another leaf). A GPU whose NIC port (or its
+    PCIe link) is down, or leaves the failures split into two subnets, raise
+    :class:`SharpUnavailable`."""
     from aifabric.routing.infiniband import fabric_lfts
 
     if getattr(fab.spec, "transport", "roce") != "infiniband":
@@ -72,16 +95,19 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[Sharp
     gpus = np.asarray(gpus, dtype=np.int64)
     if len(gpus) < 2:
         raise SpecError(Problem("gpus", f"{len(gpus)} GPU(s); allowed: 2 or more"))
-    t = fabric_lfts(fab)
+    failed = alive is not None and not bool(np.all(alive))
+    t = fabric_lfts(fab, alive if failed else None)
     sn = t.subnet
     links = fab.links
     # each GPU's NIC port: the PCIe link from the GPU, its port 1 (side 0)
     pcie = np.flatnonzero(links.kind == LinkKind.PCIE)
     nic_of = {}
+    pcie_of = {}
     for lk in pcie[np.isin(links.a[pcie], gpus)]:
         nic = int(links.b[lk])
         if int(fab.nodes.side[nic]) == 0:
             nic_of[int(links.a[lk])] = nic
+            pcie_of[int(links.a[lk])] = int(lk)
     missing = [int(g) for g in gpus if int(g) not in nic_of]
     if missing:
         raise SpecError(Problem("gpus", f"GPU {fab.nodes.name[missing[0]]} has no NIC "
@@ -90,6 +116,11 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[Sharp
     ca_of = np.full(fab.n_nodes, -1, dtype=np.int64)
     ca_of[sn.ca_node] = np.arange(sn.n_ca_ports)
     cas = ca_of[nics]
+    if failed:
+        assert alive is not None
+        _check_attached(fab, gpus, nics,
+                        np.array([pcie_of[int(g)] for g in gpus], dtype=np.int64),
+                        np.where(cas >= 0, sn.ca_sw[np.maximum(cas, 0)], -1), alive)
     rails = fab.nodes.rail[nics].astype(np.int64)
     tier = fab.nodes.tier[sn.sw_node].astype(np.int64)
     out: list[SharpTree] = []
@@ -97,6 +128,9 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[Sharp
         mine = rails == r
         leaves = np.unique(sn.ca_sw[cas[mine]])
         comp = sn.component[leaves]
+        if failed and len(np.unique(comp)) != 1 and (leaves >= 0).all():
+            raise SharpUnavailable(f"the failures split the rail-{int(r)} NICs of the GPUs "
+                                   f"into {len(np.unique(comp))} subnets")
         if len(np.unique(comp)) != 1 or (leaves < 0).any():
             raise SpecError(Problem("gpus", f"the rail-{int(r)} NICs of the GPUs are not "
                                     "in one subnet; allowed: GPUs whose NICs share a subnet"))
@@ -104,14 +138,24 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[Sharp
         cands = np.flatnonzero((sn.component == comp[0]) &
                                (tier == tier[sn.component == comp[0]].max()))
         root = -1
+        best = -1
         # one tree per rail, on different roots where there are several (as an
-        # aggregation manager spreads trees over the top switches)
+        # aggregation manager spreads trees over the top switches); after failures the
+        # shallowest tree (module doc)
         for c in np.roll(cands, -(len(out) + first_root)):
             lid = int(t.sw_lid[c])
-            if all(_walk(t, sn, int(s), lid, int(c)) is not None for s in leaves):
-                root = int(c)
+            walks = [_walk(t, sn, int(s), lid, int(c)) for s in leaves]
+            if any(w is None for w in walks):
+                continue
+            d = max((len(w) for w in walks if w is not None), default=0)
+            if root < 0 or d < best:
+                root, best = int(c), d
+            if not failed:
                 break
         if root < 0:
+            if failed:
+                raise SharpUnavailable(f"no top-tier switch is reachable from every rail-"
+                                       f"{int(r)} leaf of the GPUs over the live links")
             raise SpecError(Problem("gpus", "no switch of the top tier is reachable from "
                                     "every leaf of the job; allowed: a connected job"))
         up: set[int] = set()
@@ -128,6 +172,42 @@ def sharp_tree(fab: Fabric, gpus: np.ndarray, first_root: int = 0) -> list[Sharp
                              nics=nics[mine], up_arcs=np.array(sorted(up), dtype=np.int64),
                              depth=depth))
     return out
+
+
+def _check_attached(fab: Fabric, gpus: np.ndarray, nics: np.ndarray, pcie: np.ndarray,
+                    leaf: np.ndarray, alive: np.ndarray) -> None:
+    """:class:`SharpUnavailable` naming the first GPU whose NIC port is cut off by the
+    failures (its access link or its PCIe link ``pcie`` down): it cannot join a tree."""
+    links = fab.links
+    names = fab.nodes.name
+    acc = np.flatnonzero(links.kind == LinkKind.ACCESS)
+    acc_of = np.full(fab.n_nodes, -1, dtype=np.int64)
+    acc_of[links.a[acc]] = acc
+    a = acc_of[nics]
+    a_up = (a >= 0) & alive[np.maximum(a, 0)]
+    bad = np.flatnonzero((leaf < 0) | ~alive[pcie] | ~a_up)
+    if not len(bad):
+        return
+    k = int(bad[0])
+    g, nic, lk = int(gpus[k]), int(nics[k]), int(a[k])
+    where = (f"its link to {names[int(links.b[lk])]} is down" if lk >= 0 and not a_up[k]
+             else "its PCIe link is down" if not alive[pcie[k]]
+             else "it has no live link to a switch")
+    more = f" (and {len(bad) - 1} more GPU(s))" if len(bad) > 1 else ""
+    raise SharpUnavailable(f"GPU {names[g]}'s NIC port {names[nic]} cannot join a tree: "
+                           f"{where}{more}")
+
+
+def live_trees(fab: Fabric, gpus: np.ndarray, first_root: int = 0,
+               alive: np.ndarray | None = None) -> list[SharpTree]:
+    """:func:`sharp_tree` on the live fabric ``alive``: what cannot work on the whole
+    fabric either is bad input as without failures (the :class:`SpecError` of the
+    healthy fabric, checked first); what only the failures prevent raises
+    :class:`SharpUnavailable`."""
+    if alive is None or bool(np.all(alive)):
+        return sharp_tree(fab, gpus, first_root)
+    sharp_tree(fab, gpus, first_root)  # bad input is bad input, failures or not
+    return sharp_tree(fab, gpus, first_root, alive=alive)
 
 
 def _walk(t: Any, sn: Any, s: int, lid: int, target: int) -> list[tuple[int, int]] | None:
@@ -147,14 +227,19 @@ def _walk(t: Any, sn: Any, s: int, lid: int, target: int) -> list[tuple[int, int
     return hops
 
 
-def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float) -> dict[str, Any]:
+def sharp_allreduce(fab: Fabric, gpus: np.ndarray, size_bytes: float,
+                    failures: Any = None) -> dict[str, Any]:
     """An AllReduce of ``size_bytes`` per GPU over ``gpus`` with SHARP, on the flow
     engine: the time, the closed forms (SHARP and ring), the bytes on each host link and
-    the trees (module doc)."""
+    the trees (module doc). ``failures`` (as a scenario's, or a bool mask of live links):
+    the trees are laid on the live fabric (:func:`live_trees`; :class:`SharpUnavailable`
+    when they leave a GPU no tree)."""
+    from aifabric.routing.failover import live_links
     from aifabric.sim.flow.engine import Paths, run_flow
     from aifabric.workload.dag import TransferDAG
 
-    trees = sharp_tree(fab, gpus)
+    trees = live_trees(fab, gpus, alive=None if failures is None
+                       else live_links(fab, failures))
     src_arc, _, cap = fab.arcs
     arcs_a, host_up_a = sharp_flow_arcs(fab, trees)
     host_up = host_up_a.tolist()
@@ -318,3 +403,48 @@ def sharp_over(fab: Fabric, used: tuple[dict[int, int], dict[int, int]],
                 return (f"switch {fab.nodes.name[x]} would hold {total} SHARP {what}, "
                         f"{name}'s {field_} is {limit}")
     return ""
+
+
+def sharp_rows(dag: Any, sharp: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The transfers of the SHARP stages ``sharp`` (stage -> the arc each of its first
+    transfers streams over, :func:`aifabric.sim.run._sharp_transfers`) and their arcs,
+    in stage order."""
+    if not sharp:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z
+    st = sorted(sharp)
+    idx = np.concatenate([int(dag.xfer_ptr[s]) + np.arange(len(sharp[s]), dtype=np.int64)
+                          for s in st])
+    arcs = np.concatenate([np.asarray(sharp[s], dtype=np.int64) for s in st])
+    return idx, arcs
+
+
+def without_sharp(dag: Any, sharp: dict[int, np.ndarray]) -> tuple[Any, np.ndarray]:
+    """The DAG without the transfers of its SHARP stages (each streams over one arc of
+    its tree and is not routed between GPUs), and the transfers it keeps: what the
+    router routes, so that no GPU pair stands in for a tree arc there (nor in the packet
+    run's ACK routes)."""
+    from dataclasses import replace
+
+    idx, _ = sharp_rows(dag, sharp)
+    keep = np.ones(dag.n_transfers, dtype=bool)
+    keep[idx] = False
+    kept = np.flatnonzero(keep)
+    per = np.bincount(dag.xfer_stage[kept], minlength=dag.n_stages)
+    ptr = np.zeros(dag.n_stages + 1, dtype=np.int64)
+    np.cumsum(per, out=ptr[1:])
+    return replace(dag, xfer_ptr=ptr, src=dag.src[kept], dst=dag.dst[kept],
+                   size_bytes=dag.size_bytes[kept]), kept
+
+
+def sharp_transfer_names(fab: Fabric, arcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What each SHARP transfer on arc ``arcs[i]`` is, as the transfers table names it
+    (``src_gpu``, ``dst_gpu``): the arc's two ends, a switch end as its aggregation unit
+    ``<switch>/sharp`` (where the stream is reduced or replicated, as the packet level
+    names the units): ``gpu -> nic`` and back (PCIe), ``nic -> leaf/sharp`` and back
+    (the host link), ``leaf/sharp -> spine/sharp`` and back (a tree link)."""
+    src, dst, _ = fab.arcs
+    names = fab.nodes.name.astype(object)
+    unit = np.where(fab.is_switch, "/sharp", "").astype(object)
+    u, v = src[arcs], dst[arcs]
+    return names[u] + unit[u], names[v] + unit[v]

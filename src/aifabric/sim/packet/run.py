@@ -333,8 +333,14 @@ def run_packet(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarray,
     if max_events is not None and est["events"] > max_events:
         raise _refuse(est, max_events)
     routes = flow_routes(f, paths)
-    backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
-                                                 failures=failures, seed=seed, pinned=pinned)
+    if sharp is None:
+        backs, rev_routes, ack_info = _return_routes(f, dag, routes, cfg, routing,
+                                                     failures=failures, seed=seed,
+                                                     pinned=pinned)
+    else:  # the SHARP transfers' rows (the last ones, one arc each) are not GPU pairs
+        backs, rev_routes, ack_info = _sharp_return_routes(f, dag, routes, cfg, routing,
+                                                           sharp, failures=failures,
+                                                           seed=seed, pinned=pinned)
     ib = _ib_link(f, cfg, dag)
     if ib is not None:  # no PFC, no WRED; ibcc unless none (simulate refuses a RoCE CC)
         from aifabric.sim.packet.ibmodel import ib_packet_config
@@ -471,6 +477,23 @@ def _return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
     rev_routes = [b if b is not None else tuple(a ^ 1 for a in reversed(r))
                   for r, b in zip(routes, backs, strict=True)]
     return backs, rev_routes, ack_info
+
+
+def _sharp_return_routes(f: Fabric, dag: TransferDAG, routes: list[tuple[int, ...]],
+                         cfg: PacketConfig, routing: Any, sharp: Any, **kw: Any
+                         ) -> tuple[list[tuple[int, ...] | None], list[tuple[int, ...]],
+                                    dict[str, int]]:
+    """:func:`_return_routes` of a run with SHARP stages: the routes of the DAG's other
+    transfers as usual (and only they counted), the SHARP transfers' rows, one per tree
+    arc and appended last by :func:`aifabric.sim.run._sharp_paths`, on their arc's
+    reverse (their chunk QPs' ACKs retrace them)."""
+    from aifabric.sim.sharp import without_sharp
+
+    sub, _ = without_sharp(dag, sharp.arcs)
+    k = len(routes) - sum(len(a) for a in sharp.arcs.values())
+    backs, rev, info = _return_routes(f, sub, routes[:k], cfg, routing, **kw)
+    return (backs + [None] * (len(routes) - k),
+            rev + [tuple(a ^ 1 for a in reversed(r)) for r in routes[k:]], info)
 
 
 def lb_config(cfg: PacketConfig, routing: Any) -> PacketConfig:

@@ -32,6 +32,9 @@ credit-based flow control, as a Quantum switch runs them:
   edge, through its internal link), and every host receives the full result;
 * **done**: the operation ends when every host has every chunk of the result.
 
+The trees are the flow level's, laid on the live fabric under the scenario's failures
+(:func:`aifabric.sim.sharp.sharp_tree`): the chunks never cross a failed link.
+
 So every host link carries ``S`` up and ``S`` down (plus the packet model's headers
 and ACKs), where a ring moves ``2(n-1)/n x S`` each way; and with ``N`` chunks of wire
 time ``c`` and ``E`` store-and-forward edges on the longest root path (up and down:
