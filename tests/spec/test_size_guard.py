@@ -211,8 +211,12 @@ def test_fabric_estimate_matches_the_build(name, spec):
     """Every example and a small fabric of every family: hosts and GPUs exact; nodes,
     links and switches within 25% and never below the real counts by more than that;
     the array bytes within 25%; the predicted peak at least the measured peak of the
-    build (numpy allocations, traced)."""
+    build (numpy allocations, traced). The build is traced the second time in this
+    process: the first one also loads lazily imported modules and fills one-time caches,
+    whose size depends on which test ran first (alone, the scheduled example's first
+    build traced 482 KB against 251 KB for every later one)."""
     est = estimate_fabric(spec)
+    build_fabric(spec)
     tracemalloc.start()
     try:
         f = build_fabric(spec)
