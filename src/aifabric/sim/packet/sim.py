@@ -219,11 +219,13 @@ class PacketSim:
     def port_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, port, traffic class): queue bytes and cumulative
         counters (ECN marks, PFC frames sent/received, paused time, drops, bytes sent)."""
-        return _table(self._port_blocks, PORT_COLUMNS)
+        self._port_blocks = _merged(self._port_blocks, PORT_COLUMNS)
+        return dict(self._port_blocks[0]) if self._port_blocks else _table([], PORT_COLUMNS)
 
     def qp_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, QP): sending rate and cumulative progress counters."""
-        return _table(self._qp_blocks, QP_COLUMNS)
+        self._qp_blocks = _merged(self._qp_blocks, QP_COLUMNS)
+        return dict(self._qp_blocks[0]) if self._qp_blocks else _table([], QP_COLUMNS)
 
     def fct(self) -> dict[str, np.ndarray]:
         """One row per QP (flow), in the order they were added: its endpoints, size, the
@@ -588,8 +590,22 @@ def _table(blocks: list[dict[str, np.ndarray]], cols: tuple[str, ...]) -> dict[s
     if not blocks:
         return {c: np.zeros(0) for c in cols}
     return {c: np.concatenate([b[c] for b in blocks]).astype(
-        np.float64 if c in ("time_ns", "rate_gbps", "paused_ns") else np.int64)
+        np.float64 if c in ("time_ns", "rate_gbps", "paused_ns") else np.int64, copy=False)
         for c in cols}
+
+
+def _merged(blocks: list[dict[str, np.ndarray]],
+            cols: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+    """The sampled blocks as one block, the table :func:`_table` makes of them, built a
+    column at a time with each column's blocks let go once it is merged: the series is
+    held once, not as blocks and table together (the series' arrays are shared with
+    what :meth:`PacketSim.port_series` returns: read them, do not write them)."""
+    if len(blocks) <= 1:
+        return [_table(blocks, cols)] if blocks else []
+    out: dict[str, np.ndarray] = {}
+    for c in cols:
+        out[c] = _table([{c: b.pop(c)} for b in blocks], (c,))[c]
+    return [out]
 
 
 class Topology:
