@@ -29,6 +29,10 @@ PORT_COLUMNS = ("time_ns", "arc", "tc", "queue_bytes", "ecn_marks", "pfc_sent", 
 QP_COLUMNS = ("time_ns", "qp", "rate_gbps", "acked_bytes", "delivered_bytes", "cnps",
               "retx_bytes")
 
+#: the PT fields a sample reads, and their positions in it
+_SAMPLED = np.array([L.T_QB, L.T_PAUSED, L.T_PSINCE, L.T_PAUSEDPS, L.T_PFCTX, L.T_PFCRX])
+_S_QB, _S_PAUSED, _S_PSINCE, _S_PAUSEDPS, _S_PFCTX, _S_PFCRX = range(6)
+
 
 class PacketSim:
     """Flows on a network of arcs; see :class:`Network` for the arc arrays."""
@@ -188,14 +192,15 @@ class PacketSim:
         if len(act):
             tcs = np.asarray(net.tcs, dtype=np.int64)
             n, m = len(act), len(tcs)
-            sub = PT[act][:, :, tcs]  # port x field x tc
-            paused = sub[:, L.T_PAUSED] != 0
-            pps = sub[:, L.T_PAUSEDPS] + np.where(paused, now - sub[:, L.T_PSINCE], 0)
+            # port x field x tc, only the fields read (not a copy of all NPT of them)
+            sub = PT[np.ix_(act, _SAMPLED, tcs)]
+            paused = sub[:, _S_PAUSED] != 0
+            pps = sub[:, _S_PAUSEDPS] + np.where(paused, now - sub[:, _S_PSINCE], 0)
             self._port_blocks.append({
                 "time_ns": np.full(n * m, t_ns), "arc": np.repeat(arcs, m),
-                "tc": np.tile(tcs, n), "queue_bytes": sub[:, L.T_QB].ravel(),
+                "tc": np.tile(tcs, n), "queue_bytes": sub[:, _S_QB].ravel(),
                 "ecn_marks": np.repeat(PI[act, L.P_ECN], m),
-                "pfc_sent": sub[:, L.T_PFCTX].ravel(), "pfc_received": sub[:, L.T_PFCRX].ravel(),
+                "pfc_sent": sub[:, _S_PFCTX].ravel(), "pfc_received": sub[:, _S_PFCRX].ravel(),
                 "paused": paused.ravel().astype(np.int64), "paused_ns": pps.ravel() / PS_PER_NS,
                 "drops": np.repeat(PI[act, L.P_DROPS], m), "tx_bytes": np.repeat(tx[act], m)})
         if now > t0 or moved:
@@ -290,7 +295,7 @@ class PacketSim:
         the next one; confirmed (recorded, run stopped) when the same cycle is found at
         two checks in a row with no byte sent by its ports in between."""
         edges = self.net.paused_edges()
-        if not edges:
+        if not edges or not _has_cycle(edges):  # (networkx only for a cycle's details)
             self._cycle_prev = None
             return None
         import networkx as nx  # only when queues are paused: keeps it off every start-up
@@ -584,6 +589,27 @@ def ideal_times(sim: PacketSim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     empty = (size <= 0) | (hops <= 0)
     rx = np.where(empty, 0.0, rx)
     return rx / PS_PER_NS, np.where(empty, 0.0, rx + back) / PS_PER_NS, hops, gbps
+
+
+def _has_cycle(edges: list[tuple[int, int, int]]) -> bool:
+    """Whether the directed graph of the ``(a, b, _)`` edges has a cycle (Kahn: a graph
+    is acyclic when repeatedly removing the nodes nothing points to empties it)."""
+    succ: dict[int, list[int]] = {}
+    indeg: dict[int, int] = {}
+    for a, b, _ in edges:
+        succ.setdefault(a, []).append(b)
+        indeg.setdefault(a, 0)
+        indeg[b] = indeg.get(b, 0) + 1
+    free = [v for v, d in indeg.items() if d == 0]
+    left = len(indeg)
+    while free:
+        v = free.pop()
+        left -= 1
+        for w in succ.get(v, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                free.append(w)
+    return left > 0
 
 
 def _table(blocks: list[dict[str, np.ndarray]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:
