@@ -59,7 +59,7 @@ class PacketSim:
         self._port_blocks: list[dict[str, np.ndarray]] = []
         self._qp_blocks: list[dict[str, np.ndarray]] = []
         self._last_tx = np.zeros(len(self.net.PI), dtype=np.int64)
-        self.arc_peak_bps: dict[int, float] = {}
+        self._peak_bps = np.zeros(len(self.net.PI))  # per port row (arc_peak_bps)
         self.interval_bytes: list[tuple[int, int, dict[int, int]]] = []
         self.deadlocks: list[dict[str, Any]] = []
         self._cycle_prev: tuple[frozenset[int], tuple[int, ...]] | None = None
@@ -184,11 +184,10 @@ class PacketSim:
         mv = d != 0
         moved = dict(zip(arcs[mv].tolist(), d[mv].tolist(), strict=True))
         self._last_tx[act] = tx[act]
-        if now > t0:
-            for a, dd in moved.items():
-                bps = dd * 8e12 / (now - t0)
-                if bps > self.arc_peak_bps.get(a, 0.0):
-                    self.arc_peak_bps[a] = bps
+        if now > t0 and len(moved):  # (the ports of act are distinct)
+            rows = act[mv]
+            self._peak_bps[rows] = np.maximum(self._peak_bps[rows],
+                                              d[mv] * 8e12 / (now - t0))
         if len(act):
             tcs = np.asarray(net.tcs, dtype=np.int64)
             n, m = len(act), len(tcs)
@@ -220,6 +219,14 @@ class PacketSim:
                     "retx_bytes": QI[ids, L.Q_RETX]})
         if reschedule:
             self.ev.at(now + self.sample_ps, self._sample, None)
+
+    @property
+    def arc_peak_bps(self) -> dict[int, float]:
+        """Per arc that sent anything: its highest rate over a sampling interval (bit/s;
+        bytes counted when a frame starts)."""
+        rows = np.flatnonzero(self._peak_bps > 0)
+        return dict(zip(self.net.PI[rows, L.P_ARC].tolist(), self._peak_bps[rows].tolist(),
+                        strict=True))
 
     def port_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, port, traffic class): queue bytes and cumulative
