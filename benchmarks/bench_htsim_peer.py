@@ -330,6 +330,9 @@ def _print(out: dict[str, Any], args: argparse.Namespace) -> None:
         or "(needs two host counts)"))
     for t in out["targets"]:
         print(f"{t['what']} -> {'MET' if t['met'] else 'NOT MET'}")
+    if any(r["ours"]["wall_s"] > 1.3 * r["ours"]["cpu_s"] + 0.05 for r in out["rows"]):
+        print("note: wall well above CPU time: the machine is busy, the wall figures are "
+              "inflated (and the CPU times of both sides too, htsim's more)")
     if out["rows"] and out["rows"][0].get("htsim_command"):
         print(f"htsim command ({out['rows'][-1]['hosts']} hosts): "
               f"{out['rows'][-1]['htsim_command']}")
