@@ -75,3 +75,25 @@ def test_cycle_test_agrees_with_networkx():
         except nx.NetworkXNoCycle:
             cyclic = False
         assert _has_cycle(edges) == cyclic, edges
+
+
+def test_peak_rates_are_the_fastest_interval_of_each_arc():
+    """``arc_peak_bps``: per arc, the most bytes it moved in one sampling interval over
+    that interval (bit/s), from the recorded intervals; every arc that sent is there,
+    and no rate is above the link's."""
+    sim, _, _ = incast(config(), n=4, size=300_000)
+    sim.run()
+    want: dict[int, float] = {}
+    for t0, t1, moved in sim.interval_bytes:
+        for a, d in moved.items():
+            if t1 > t0:
+                want[a] = max(want.get(a, 0.0), d * 8e12 / (t1 - t0))
+    got = sim.arc_peak_bps
+    assert got.keys() == {a for a, p in sim.net.ports.items() if p.tx_bytes > 0}
+    assert got == pytest.approx(want, rel=1e-12)
+    # a frame is counted when it starts: one interval may hold a frame more than the
+    # link carries in it, never two
+    frame = (4096 + 62 + 20) * 8e12
+    shortest = min(t1 - t0 for t0, t1, _ in sim.interval_bytes if t1 > t0)
+    for a, bps in got.items():
+        assert bps <= sim.net.ports[a].gbps * 1e9 + frame / shortest
