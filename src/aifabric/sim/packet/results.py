@@ -98,8 +98,7 @@ def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:
     q = r.tables["packet_queues"]
     if len(q["time_ns"]):
         fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
-        key = np.char.add(q["port"].astype(str), np.char.add(" TC", q["tc"].astype(str)))
-        uniq, inv = np.unique(key, return_inverse=True)
+        uniq, inv = _queue_keys(q)
         peak = np.zeros(len(uniq))
         np.maximum.at(peak, inv, q["queue_bytes"])
         drawn = 0
@@ -138,3 +137,23 @@ def write_packet_plots(r: SimResult, folder: Path, top: int = 12) -> list[str]:
         plt.close(fig)
         out.append("packet_rates.png")
     return out
+
+
+def _queue_keys(q: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct ``"PORT TCn"`` labels of the ``packet_queues`` rows and each
+    row's index into them (``np.unique(labels, return_inverse=True)``), with the labels
+    made once per distinct (port, class), not per row: a row's label as a fixed-width
+    string costs ~200 bytes, and a 1,024-host run has half a million rows."""
+    port, tc = q["port"], np.asarray(q["tc"])
+    if len(port) and tc.dtype.kind in "iu" and tc.min() >= 0:
+        ident = np.asarray(q["arc"]) if "arc" in q else np.zeros(0)
+        if ident.dtype.kind not in "iu" or len(ident) != len(port) or ident.min() < 0:
+            ident = np.unique(port, return_inverse=True)[1].ravel()
+        pair = ident.astype(np.int64) * (int(tc.max()) + 1) + tc
+        _, rep, row_pair = np.unique(pair, return_index=True, return_inverse=True)
+        labels = np.char.add(port[rep].astype(str), np.char.add(" TC", tc[rep].astype(str)))
+        uniq, label_of = np.unique(labels, return_inverse=True)
+        return uniq, label_of.ravel()[row_pair.ravel()]
+    key = np.char.add(port.astype(str), np.char.add(" TC", tc.astype(str)))
+    uniq, inv = np.unique(key, return_inverse=True)
+    return uniq, inv

@@ -29,6 +29,10 @@ PORT_COLUMNS = ("time_ns", "arc", "tc", "queue_bytes", "ecn_marks", "pfc_sent", 
 QP_COLUMNS = ("time_ns", "qp", "rate_gbps", "acked_bytes", "delivered_bytes", "cnps",
               "retx_bytes")
 
+#: the PT fields a sample reads, and their positions in it
+_SAMPLED = np.array([L.T_QB, L.T_PAUSED, L.T_PSINCE, L.T_PAUSEDPS, L.T_PFCTX, L.T_PFCRX])
+_S_QB, _S_PAUSED, _S_PSINCE, _S_PAUSEDPS, _S_PFCTX, _S_PFCRX = range(6)
+
 
 class PacketSim:
     """Flows on a network of arcs; see :class:`Network` for the arc arrays."""
@@ -55,7 +59,7 @@ class PacketSim:
         self._port_blocks: list[dict[str, np.ndarray]] = []
         self._qp_blocks: list[dict[str, np.ndarray]] = []
         self._last_tx = np.zeros(len(self.net.PI), dtype=np.int64)
-        self.arc_peak_bps: dict[int, float] = {}
+        self._peak_bps = np.zeros(len(self.net.PI))  # per port row (arc_peak_bps)
         self.interval_bytes: list[tuple[int, int, dict[int, int]]] = []
         self.deadlocks: list[dict[str, Any]] = []
         self._cycle_prev: tuple[frozenset[int], tuple[int, ...]] | None = None
@@ -180,22 +184,22 @@ class PacketSim:
         mv = d != 0
         moved = dict(zip(arcs[mv].tolist(), d[mv].tolist(), strict=True))
         self._last_tx[act] = tx[act]
-        if now > t0:
-            for a, dd in moved.items():
-                bps = dd * 8e12 / (now - t0)
-                if bps > self.arc_peak_bps.get(a, 0.0):
-                    self.arc_peak_bps[a] = bps
+        if now > t0 and len(moved):  # (the ports of act are distinct)
+            rows = act[mv]
+            self._peak_bps[rows] = np.maximum(self._peak_bps[rows],
+                                              d[mv] * 8e12 / (now - t0))
         if len(act):
             tcs = np.asarray(net.tcs, dtype=np.int64)
             n, m = len(act), len(tcs)
-            sub = PT[act][:, :, tcs]  # port x field x tc
-            paused = sub[:, L.T_PAUSED] != 0
-            pps = sub[:, L.T_PAUSEDPS] + np.where(paused, now - sub[:, L.T_PSINCE], 0)
+            # port x field x tc, only the fields read (not a copy of all NPT of them)
+            sub = PT[np.ix_(act, _SAMPLED, tcs)]
+            paused = sub[:, _S_PAUSED] != 0
+            pps = sub[:, _S_PAUSEDPS] + np.where(paused, now - sub[:, _S_PSINCE], 0)
             self._port_blocks.append({
                 "time_ns": np.full(n * m, t_ns), "arc": np.repeat(arcs, m),
-                "tc": np.tile(tcs, n), "queue_bytes": sub[:, L.T_QB].ravel(),
+                "tc": np.tile(tcs, n), "queue_bytes": sub[:, _S_QB].ravel(),
                 "ecn_marks": np.repeat(PI[act, L.P_ECN], m),
-                "pfc_sent": sub[:, L.T_PFCTX].ravel(), "pfc_received": sub[:, L.T_PFCRX].ravel(),
+                "pfc_sent": sub[:, _S_PFCTX].ravel(), "pfc_received": sub[:, _S_PFCRX].ravel(),
                 "paused": paused.ravel().astype(np.int64), "paused_ns": pps.ravel() / PS_PER_NS,
                 "drops": np.repeat(PI[act, L.P_DROPS], m), "tx_bytes": np.repeat(tx[act], m)})
         if now > t0 or moved:
@@ -216,14 +220,24 @@ class PacketSim:
         if reschedule:
             self.ev.at(now + self.sample_ps, self._sample, None)
 
+    @property
+    def arc_peak_bps(self) -> dict[int, float]:
+        """Per arc that sent anything: its highest rate over a sampling interval (bit/s;
+        bytes counted when a frame starts)."""
+        rows = np.flatnonzero(self._peak_bps > 0)
+        return dict(zip(self.net.PI[rows, L.P_ARC].tolist(), self._peak_bps[rows].tolist(),
+                        strict=True))
+
     def port_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, port, traffic class): queue bytes and cumulative
         counters (ECN marks, PFC frames sent/received, paused time, drops, bytes sent)."""
-        return _table(self._port_blocks, PORT_COLUMNS)
+        self._port_blocks = _merged(self._port_blocks, PORT_COLUMNS)
+        return dict(self._port_blocks[0]) if self._port_blocks else _table([], PORT_COLUMNS)
 
     def qp_series(self) -> dict[str, np.ndarray]:
         """One row per (sample, QP): sending rate and cumulative progress counters."""
-        return _table(self._qp_blocks, QP_COLUMNS)
+        self._qp_blocks = _merged(self._qp_blocks, QP_COLUMNS)
+        return dict(self._qp_blocks[0]) if self._qp_blocks else _table([], QP_COLUMNS)
 
     def fct(self) -> dict[str, np.ndarray]:
         """One row per QP (flow), in the order they were added: its endpoints, size, the
@@ -288,7 +302,7 @@ class PacketSim:
         the next one; confirmed (recorded, run stopped) when the same cycle is found at
         two checks in a row with no byte sent by its ports in between."""
         edges = self.net.paused_edges()
-        if not edges:
+        if not edges or not _has_cycle(edges):  # (networkx only for a cycle's details)
             self._cycle_prev = None
             return None
         import networkx as nx  # only when queues are paused: keeps it off every start-up
@@ -584,12 +598,47 @@ def ideal_times(sim: PacketSim) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return rx / PS_PER_NS, np.where(empty, 0.0, rx + back) / PS_PER_NS, hops, gbps
 
 
+def _has_cycle(edges: list[tuple[int, int, int]]) -> bool:
+    """Whether the directed graph of the ``(a, b, _)`` edges has a cycle (Kahn: a graph
+    is acyclic when repeatedly removing the nodes nothing points to empties it)."""
+    succ: dict[int, list[int]] = {}
+    indeg: dict[int, int] = {}
+    for a, b, _ in edges:
+        succ.setdefault(a, []).append(b)
+        indeg.setdefault(a, 0)
+        indeg[b] = indeg.get(b, 0) + 1
+    free = [v for v, d in indeg.items() if d == 0]
+    left = len(indeg)
+    while free:
+        v = free.pop()
+        left -= 1
+        for w in succ.get(v, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                free.append(w)
+    return left > 0
+
+
 def _table(blocks: list[dict[str, np.ndarray]], cols: tuple[str, ...]) -> dict[str, np.ndarray]:
     if not blocks:
         return {c: np.zeros(0) for c in cols}
     return {c: np.concatenate([b[c] for b in blocks]).astype(
-        np.float64 if c in ("time_ns", "rate_gbps", "paused_ns") else np.int64)
+        np.float64 if c in ("time_ns", "rate_gbps", "paused_ns") else np.int64, copy=False)
         for c in cols}
+
+
+def _merged(blocks: list[dict[str, np.ndarray]],
+            cols: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
+    """The sampled blocks as one block, the table :func:`_table` makes of them, built a
+    column at a time with each column's blocks let go once it is merged: the series is
+    held once, not as blocks and table together (the series' arrays are shared with
+    what :meth:`PacketSim.port_series` returns: read them, do not write them)."""
+    if len(blocks) <= 1:
+        return [_table(blocks, cols)] if blocks else []
+    out: dict[str, np.ndarray] = {}
+    for c in cols:
+        out[c] = _table([{c: b.pop(c)} for b in blocks], (c,))[c]
+    return [out]
 
 
 class Topology:
