@@ -24,6 +24,7 @@ from aifabric.sim.packet.config import PacketConfig
 from aifabric.sim.packet.engine import PS_PER_NS
 from aifabric.sim.packet.network import QP, SwitchBuffers
 from aifabric.sim.packet.sim import PacketSim
+from aifabric.sim.packet.stages import StageBook
 from aifabric.topology.fabric import Fabric, NodeKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
 
@@ -580,7 +581,7 @@ def switch_buffers(f: Fabric, cfg: PacketConfig) -> SwitchBuffers:
                          source=plan.source)
 
 
-class _DagDriver:
+class _DagDriver(StageBook):
     """Runs a transfer DAG on a packet simulator: starts each stage when its
     dependencies are done (a compute stage as a timer, a transfer stage as QPs, a
     transfer split evenly over its connection's QPs), repeats it, and records stage and
@@ -589,22 +590,12 @@ class _DagDriver:
     def __init__(self, dag: TransferDAG, sim: PacketSim, routes: list[tuple[int, ...]],
                  backs: list[tuple[int, ...] | None], conn_ptr: np.ndarray,
                  xfer_conn: np.ndarray, progress: Callable[[int], None] | None) -> None:
-        S, T = dag.n_stages, dag.n_transfers
-        self.dag, self.sim, self.routes, self.backs = dag, sim, routes, backs
-        self.conn_ptr, self.xfer_conn, self.progress = conn_ptr, xfer_conn, progress
-        self.npred = np.diff(dag.dep_ptr).astype(np.int64)
-        self.succ_ptr, self.succ_idx = dag.successors()
-        self.st_start = np.full(S, np.nan)
-        self.st_end = np.full(S, np.nan)
-        self.x_start = np.full(T, np.nan)
-        self.x_end = np.full(T, np.nan)
-        self.x_minr = np.full(T, np.inf)
-        self.reps = np.zeros(S, dtype=np.int64)
-        self.outstanding = np.zeros(S, dtype=np.int64)
-        self.rep_t0 = np.zeros(S)
+        super().__init__(dag, progress)
+        T = dag.n_transfers
+        self.sim, self.routes, self.backs = sim, routes, backs
+        self.conn_ptr, self.xfer_conn = conn_ptr, xfer_conn
         self.x_qps_left = np.zeros(T, dtype=np.int64)
         self.x_rep_end = np.zeros(T)
-        self.stages_left = S
         #: per flow row: the header the switches hash (NIC-side spraying; None: unknown)
         self.headers: list[tuple[int, int, int] | None] = [None] * len(routes)
         #: per stage: the InfiniBand SL of its QPs (``packet.ib_sl``; None: the default)
@@ -625,10 +616,7 @@ class _DagDriver:
 
     def start(self, s: int) -> None:
         dag, ev, sim = self.dag, self.sim.ev, self.sim
-        t = self.now_ns()
-        if np.isnan(self.st_start[s]):
-            self.st_start[s] = t
-        self.rep_t0[s] = t
+        t = self.begin(s)
         if dag.stage_kind[s] == COMPUTE:
             ev.at(ev.now + int(dag.duration_ns[s] * PS_PER_NS), lambda _: self.finish_rep(s))
             return
@@ -667,30 +655,10 @@ class _DagDriver:
         self.x_qps_left[x] -= 1
         if self.x_qps_left[x]:
             return
-        t = self.now_ns()
-        dur = t - self.rep_t0[s]
-        if dur > 0:
-            self.x_minr[x] = min(self.x_minr[x], float(self.dag.size_bytes[x]) * 8 / dur)
-        self.x_end[x] = t
-        self.outstanding[s] -= 1
-        if self.outstanding[s] == 0:
-            self.finish_rep(s)
+        self.delivered(s, x)
 
-    def finish_rep(self, s: int) -> None:
-        self.reps[s] += 1
-        if self.reps[s] < self.dag.repeat[s]:
-            self.start(s)
-            return
-        self.st_end[s] = self.now_ns()
-        self.stages_left -= 1
-        if self.progress is not None:
-            self.progress(1)
-        if self.stages_left == 0:
-            self.sim.ev.stop()
-        for c in self.succ_idx[self.succ_ptr[s]:self.succ_ptr[s + 1]]:
-            self.npred[c] -= 1
-            if self.npred[c] == 0:
-                self.start(int(c))
+    def all_done(self) -> None:
+        self.sim.ev.stop()
 
 
 def _arc_totals(sim: PacketSim, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -25,6 +25,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.sim.flow.engine import FlowRun, Paths
 from aifabric.sim.packet.scheduled import layout as L
 from aifabric.sim.packet.scheduled.model import PS_PER_NS, ScheduledNet
+from aifabric.sim.packet.stages import StageBook
 from aifabric.sim.paths import arc_latency_ns
 from aifabric.topology.fabric import Fabric, LinkKind
 from aifabric.workload.dag import COMPUTE, TransferDAG
@@ -142,7 +143,7 @@ def run_scheduled(dag: TransferDAG, f: Fabric, paths: Paths, xfer_conn: np.ndarr
         np.array([[0.0, end]]), tg, net.events, 0, 0, metrics=m, flows=d.flow_table())
 
 
-class _Driver:
+class _Driver(StageBook):
     """Starts stages when their dependencies are done, their transfers as flows of the
     net (a transfer split evenly over its connection's QPs), repeats them, and records
     stage and transfer times (ns)."""
@@ -150,23 +151,14 @@ class _Driver:
     def __init__(self, dag: TransferDAG, net: ScheduledNet, paths: Paths,
                  xfer_conn: np.ndarray, progress: Callable[[int], None] | None,
                  f: Fabric) -> None:
-        S, T = dag.n_stages, dag.n_transfers
-        self.dag, self.net, self.progress = dag, net, progress
+        super().__init__(dag, progress)
+        T = dag.n_transfers
+        self.net = net
         self.conn_ptr = np.asarray(paths.conn_ptr, dtype=np.int64)
         self.xfer_conn = np.asarray(xfer_conn, dtype=np.int64)
         self.sport, self.dport, self.inside, self.inside_gbps = flow_ports(f, net, paths)
-        self.npred = np.diff(dag.dep_ptr).astype(np.int64)
-        self.succ_ptr, self.succ_idx = dag.successors()
-        self.st_start = np.full(S, np.nan)
-        self.st_end = np.full(S, np.nan)
-        self.x_start = np.full(T, np.nan)
-        self.x_end = np.full(T, np.nan)
-        self.x_minr = np.full(T, np.inf)
         first = self.conn_ptr[self.xfer_conn] if T else np.zeros(0, dtype=np.int64)
         self.x_dport = self.dport[first] if T else np.zeros(0, dtype=np.int64)
-        self.reps = np.zeros(S, dtype=np.int64)
-        self.outstanding = np.zeros(S, dtype=np.int64)
-        self.rep_t0 = np.zeros(S)
         self.x_left = np.zeros(T, dtype=np.int64)
         self.x_lat = np.zeros(T, dtype=np.int64)
         self.flow_of: list[tuple[int, int, int]] = []  # flow -> (stage, transfer, row)
@@ -176,7 +168,6 @@ class _Driver:
         # delivery after the hops inside its hosts (what -2 - x)
         self.timers: list[tuple[int, int, int, int]] = []
         self.seq = 0
-        self.stages_left = S
         net.on_done = self.flow_done
 
     def run(self, limit: int | None) -> None:
@@ -208,10 +199,7 @@ class _Driver:
 
     def start(self, s: int) -> None:
         dag, net = self.dag, self.net
-        t = self.now_ns()
-        if np.isnan(self.st_start[s]):
-            self.st_start[s] = t
-        self.rep_t0[s] = t
+        t = self.begin(s)
         if dag.stage_kind[s] == COMPUTE:
             self.seq += 1
             heapq.heappush(self.timers, (net.now_ps + int(dag.duration_ns[s] * PS_PER_NS),
@@ -258,32 +246,11 @@ class _Driver:
             return
         self.delivered(s, x)
 
-    def delivered(self, s: int, x: int) -> None:
-        """Transfer ``x`` of stage ``s`` has reached its destination GPU (now)."""
-        t = self.now_ns()
-        dur = t - self.rep_t0[s]
-        if dur > 0:
-            self.x_minr[x] = min(self.x_minr[x], float(self.dag.size_bytes[x]) * 8 / dur)
-        self.x_end[x] = t
-        self.outstanding[s] -= 1
-        if self.outstanding[s] == 0:
-            self.finish_rep(s)
-
-    def finish_rep(self, s: int) -> None:
-        self.reps[s] += 1
-        if self.reps[s] < self.dag.repeat[s]:
-            self.start(s)
-            return
-        xs = slice(int(self.dag.xfer_ptr[s]), int(self.dag.xfer_ptr[s + 1]))
-        ends = self.x_end[xs]
-        self.st_end[s] = float(np.nanmax(ends)) if len(ends) else self.now_ns()
-        self.stages_left -= 1
-        if self.progress is not None:
-            self.progress(1)
-        for c in self.succ_idx[self.succ_ptr[s]:self.succ_ptr[s + 1]]:
-            self.npred[c] -= 1
-            if self.npred[c] == 0:
-                self.start(int(c))
+    def stage_end_ns(self, s: int) -> float:
+        """Its last transfer's delivery (a transfer's last hops inside its hosts end
+        after the flow that finished the stage)."""
+        ends = self.x_end[int(self.dag.xfer_ptr[s]):int(self.dag.xfer_ptr[s + 1])]
+        return float(np.nanmax(ends)) if len(ends) else self.now_ns()
 
     def flow_table(self) -> dict[str, np.ndarray]:
         """One row per flow (QP): its stage and transfer, ports, times and slowdown."""
