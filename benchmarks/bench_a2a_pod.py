@@ -58,9 +58,8 @@ def _scenario(folder: Path, gpus: int, policy: str, classes: str,
 def _child(path: str) -> None:
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     from aifabric import api
-    from aifabric.guard import set_limit
-
     from aifabric.errors import SpecError
+    from aifabric.guard import set_limit
 
     set_limit("8G")  # the memory target: a per-transfer fallback is refused
     try:

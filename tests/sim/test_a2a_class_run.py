@@ -215,3 +215,19 @@ def test_simulate_json_says_classes_were_used(tmp_path, cli):
     s = json.loads(r.out)["classes"]
     assert s["used"] and s["transfers_represented"] == 64 * 63
     assert s["exact"] == "equitable partition verified"
+
+
+def test_the_guard_sizes_the_class_run(monkeypatch):
+    """The size guard estimates the class run (groups routed, arcs), not the
+    per-transfer one: a limit under it refuses with the class line."""
+    from aifabric.errors import SpecError
+    from aifabric.guard import class_run_bytes
+
+    scn = _scn(_hpn(), "spray", 256)
+    f = af.build_fabric(scn.spec)
+    monkeypatch.setenv("AIFABRIC_MAX_MEMORY", "100M")
+    with pytest.raises(SpecError) as e:
+        class_plan(scn, f)
+    msg = str(e.value)
+    assert "as exact classes would route" in msg and "65,280 transfers" in msg
+    assert class_run_bytes(1000, 100, 10_000) > class_run_bytes(10, 100, 10_000)

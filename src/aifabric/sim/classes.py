@@ -44,6 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from aifabric.errors import Problem, SpecError
+from aifabric.guard import check_classes, fabric_bytes
 from aifabric.sim.flow.engine import FlowRun, Paths, run_flow
 from aifabric.sim.paths import arc_latency_ns, arc_site
 from aifabric.sim.results import SimResult, arc_groups, build_result, collective_links
@@ -135,10 +136,8 @@ def why_not_classes(scn: Any, f: Fabric) -> str | None:
                    "under the fabric's symmetry take different paths and no two share "
                    "a class")
         return f"routing.policy {pol}: {why}; exact classes need {COMPRESSING}"
-    if scn.failures:
-        # hosts cut off or ports down break the symmetry the classes rest on; fabric
-        # failures are routed exactly but verified below
-        pass
+    # failures: the representatives are routed around them and a host's own dead links
+    # make it an attachment of its own; the check below says whether classes stay exact
     return None
 
 
@@ -172,7 +171,7 @@ def class_plan(scn: Any, f: Fabric) -> ClassPlan | str:
 
 
 def _select_gpus(scn: Any, f: Fabric) -> np.ndarray:
-    from aifabric.sim.run import _GpuNames, _NAMES, _select, gpu_pool
+    from aifabric.sim.run import _NAMES, _GpuNames, _select, gpu_pool
 
     pool = gpu_pool(f)
     taken = np.zeros(len(pool.node), dtype=bool)
@@ -283,6 +282,12 @@ def _plan(scn: Any, f: Fabric) -> ClassPlan:
     g_same = np.concatenate([np.zeros(len(keep_n), bool), np.ones(len(keep_h), bool)])
     c = np.concatenate([net[keep_n], same[keep_h]]).astype(np.float64)
     G = len(c)
+    # the size guard, on the class run (not the per-transfer one): before routing
+    sw = f.is_switch
+    a_src, a_dst, _ = f.arcs
+    up = np.bincount(a_src[sw[a_src] & sw[a_dst]], minlength=f.n_nodes)
+    check_classes("collectives[0]", G, 4 * int(up.max(initial=1)) + 32, len(a_src),
+                  int(c.sum()) * int(cs.repeat), fabric_bytes=fabric_bytes(f))
     # hosts per attachment, in host order
     h_order = np.argsort(att, kind="stable")
     h_ptr = np.searchsorted(att[h_order], np.arange(A + 1))
@@ -338,7 +343,7 @@ def _plan(scn: Any, f: Fabric) -> ClassPlan:
 def _representatives(g_as, g_ls, g_ad, g_ld, g_same, occ, att, h_order, h_ptr):
     """Per group, two members' (source host, destination host): the first hosts that
     have the GPUs, and the last ones (another pair where the group has one)."""
-    H, L = occ.shape
+    L = occ.shape[1]
     A = len(h_ptr) - 1
     # per (attachment, local index): hosts that have that GPU, in host order
     has = occ[h_order]  # (H, L) in attachment order
@@ -356,7 +361,6 @@ def _representatives(g_as, g_ls, g_ad, g_ld, g_same, occ, att, h_order, h_ptr):
                 if len(w) > 1:
                     second[a, lo], before_last[a, lo] = w[1], w[-2]
     # same host: both on the first (last) host that has both GPUs
-    G = len(g_as)
     s0 = first[g_as, g_ls].copy()
     d0 = np.where(first[g_ad, g_ld] != s0, first[g_ad, g_ld], second[g_ad, g_ld])
     s1 = last[g_as, g_ls].copy()
@@ -375,7 +379,6 @@ def _representatives(g_as, g_ls, g_ad, g_ld, g_same, occ, att, h_order, h_ptr):
             pairs = [(x, y) for x in src_hosts[:2] for y in dst_hosts[:3] if x != y]
             s0[g], d0[g] = pairs[0]
             s1[g], d1[g] = pairs[-1]
-    del G
     return (s0, d0), (s1, d1)
 
 
@@ -430,7 +433,7 @@ def _refine(f, scn, gpus, size, Q, c, Fm, S, D, cs_m, cd_m, lat, src0, dst0, s0h
             hosts) -> ClassPlan:
     """Colour refinement of groups x arcs (aggregated), then the exact check."""
     n_arcs = Fm.shape[1]
-    H, R = hosts.arc.shape
+    R = hosts.arc.shape[1]
     groups, _ = arc_groups(f)
     cap = f.arcs[2].astype(np.float64)
     gcol = _dense(np.round(lat, 3))
@@ -451,11 +454,11 @@ def _refine(f, scn, gpus, size, Q, c, Fm, S, D, cs_m, cd_m, lat, src0, dst0, s0h
             la = FmT @ (vg * c)
             priv = csT @ (vg[:, None] * S) + cdT @ (vg[:, None] * D)
             la[role_arc] += priv
-            sig_a.append(np.round(la, 9))
+            sig_a.append(_quantised(la))
             va = ra[acol] ** p
             lg = Fm @ va + (S * va[rep_arcs]).sum(axis=1)
             lg += (D * va[dst_arcs]).sum(axis=1) if D.any() else 0.0
-            sig_g.append(np.round(lg, 9))
+            sig_g.append(_quantised(lg))
         na = _dense_rows(np.stack(sig_a, axis=1))
         ng = _dense_rows(np.stack(sig_g, axis=1))
         stable = na.max() == acol.max() and ng.max() == gcol.max()
@@ -539,6 +542,14 @@ def _differs(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
     return bool(d.nnz and np.abs(d.data).max() > RTOL)
 
 
+def _quantised(x: np.ndarray) -> np.ndarray:
+    """Signatures compared to 10 significant digits of the largest: sums of the same
+    terms in another order differ in their last bits, and a class must not split on
+    that (a too-coarse merge cannot pass the exact check that follows)."""
+    top = float(np.abs(x).max(initial=0.0)) or 1.0
+    return np.round(x / top, 10)
+
+
 def _dense_rows(x: np.ndarray) -> np.ndarray:
     return np.unique(x, axis=0, return_inverse=True)[1].ravel().astype(np.int64)
 
@@ -584,7 +595,7 @@ def simulate_classes(scn: Any, f: Fabric, plan: ClassPlan, *, name: str | None =
     xconn = np.tile(np.arange(K, dtype=np.int64), max(1, len(stage_of) // max(K, 1)))
     q = run_flow(dag, paths, xconn[:dag.n_transfers], tolerance=scn.tolerance,
                  arc_group=np.arange(Mu), n_groups=Mu, progress=progress)
-    groups, gnames = arc_groups(f)
+    gnames = arc_groups(f)[1]
     n_arcs = len(plan.arc_class)
     ac = plan.arc_class
     on = ac >= 0
