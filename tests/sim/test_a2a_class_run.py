@@ -231,3 +231,19 @@ def test_the_guard_sizes_the_class_run(monkeypatch):
     msg = str(e.value)
     assert "as exact classes would route" in msg and "65,280 transfers" in msg
     assert class_run_bytes(1000, 100, 10_000) > class_run_bytes(10, 100, 10_000)
+
+
+def test_infiniband_adaptive_routing_two_qps_equal_per_transfer():
+    """InfiniBand adaptive routing is a fluid split too; two QPs per connection, a
+    4-rail 8-GPU host on a k=8 fat-tree."""
+    spec = yaml.safe_load((ROOT / "examples" / "infiniband-fat-tree.yaml").read_text())
+    spec["infiniband"]["adaptive_routing"] = True
+    spec["hosts"]["count"] = 16
+    routing = {"qps_per_connection": 2}
+    scn = scenario_from_dict({"name": "a2a", "spec": spec, "routing": routing,
+                              "collectives": [{"op": "alltoall", "size_bytes": "16MiB",
+                                               "gpus": 128}]},
+                             base_dir=ROOT, model=SimScenario)
+    off = scn.with_overrides({"classes": "off"})
+    s = _compare(scn, off)
+    assert s["transfers_represented"] == 128 * 127
