@@ -29,8 +29,9 @@ from typing import Any
 from aifabric.errors import Problem, SpecError
 
 __all__ = ["FabricEstimate", "WorkloadEstimate", "check_classes", "check_fabric",
-           "check_traffic", "class_run_bytes", "estimate_fabric", "estimate_traffic", "fabric_bytes", "fmt_bytes", "memory_limit",
-           "parse_size", "refuse", "set_limit", "traffic_rows"]
+           "check_traffic", "class_run_bytes", "estimate_fabric", "estimate_traffic",
+           "fabric_bytes", "fmt_bytes", "memory_limit", "parse_size", "refuse", "set_limit",
+           "traffic_rows"]
 
 # ------------------------------------------------------------------ the memory model
 #: bytes of the non-name node columns (NodeTable: 3 x int8, bool, int16, 9 x 32-bit)
@@ -504,21 +505,20 @@ def check_traffic(patterns: Iterable[Any], n_gpus: int, qps: int,
 
 # ------------------------------------------------------------------ All-to-All as classes
 #: peak bytes of an All-to-All run as exact classes (:mod:`aifabric.sim.classes`): per
-#: entry of a routed representative's path (two members of every transfer group are
-#: routed; a sprayed path has about 4 entries per uplink of the busiest switch), per arc
-#: of the fabric (the per-class loads and the refinement's colours), and fixed. Measured
-#: (numpy allocations traced) on the 15,360-GPU HPN pod: 776 MB for 15,240 groups over
-#: 193,920 arcs (the model: 1.17 GB); 35 MB for 1,248 groups on a 256-GPU HPN (model:
-#: 130 MB).
-CLASS_BYTES_PER_PATH_ENTRY = 64
+#: entry of a representative's path kept (one member of every transfer group; its switch
+#: part is held twice, by rows and by columns, through the refinement), per arc of the
+#: fabric (the per-class loads and the refinement's colours), the router's temporaries
+#: (a chunk of 1M path entries at a time) and fixed. Measured (peak resident memory of
+#: the whole process, benchmarks/bench_a2a_pod.py): see docs/simulate.md.
+CLASS_BYTES_PER_PATH_ENTRY = 24
 CLASS_BYTES_PER_ARC = 640
-CLASS_FIXED_BYTES = 64 << 20
+CLASS_FIXED_BYTES = 512 << 20
 
 
 def class_run_bytes(groups: int, path_entries: int, arcs: int) -> int:
-    """Predicted peak bytes of an All-to-All run as classes: ``groups`` transfer groups
-    (each routed twice), ``path_entries`` per routed path, ``arcs`` in the fabric."""
-    return (2 * groups * path_entries * CLASS_BYTES_PER_PATH_ENTRY
+    """Predicted peak bytes of an All-to-All run as classes: ``groups`` transfer groups,
+    ``path_entries`` on the longest routed path, ``arcs`` in the fabric."""
+    return (groups * path_entries * CLASS_BYTES_PER_PATH_ENTRY
             + arcs * CLASS_BYTES_PER_ARC + CLASS_FIXED_BYTES)
 
 

@@ -58,6 +58,9 @@ MAX_ROUNDS = 64
 #: relative tolerance of the exact checks (sums of the same fractions in another order)
 RTOL = 1e-9
 
+#: path entries routed at a time (the router's temporaries: ~300 bytes an entry)
+CHUNK_ENTRIES = 1 << 20
+
 #: what a fallback says about the policies that do compress
 COMPRESSING = "routing.policy: spray (or InfiniBand adaptive routing)"
 
@@ -282,53 +285,68 @@ def _plan(scn: Any, f: Fabric) -> ClassPlan:
     g_same = np.concatenate([np.zeros(len(keep_n), bool), np.ones(len(keep_h), bool)])
     c = np.concatenate([net[keep_n], same[keep_h]]).astype(np.float64)
     G = len(c)
-    # the size guard, on the class run (not the per-transfer one): before routing
-    sw = f.is_switch
-    a_src, a_dst, _ = f.arcs
-    up = np.bincount(a_src[sw[a_src] & sw[a_dst]], minlength=f.n_nodes)
-    check_classes("collectives[0]", G, 4 * int(up.max(initial=1)) + 32, len(a_src),
-                  int(c.sum()) * int(cs.repeat), fabric_bytes=fabric_bytes(f))
     # hosts per attachment, in host order
     h_order = np.argsort(att, kind="stable")
     h_ptr = np.searchsorted(att[h_order], np.arange(A + 1))
     reps = _representatives(g_as, g_ls, g_ad, g_ld, g_same, occ, att, h_order, h_ptr)
-    # the per-host flow counts of every group (sparse G x H, source and destination side)
-    cs_m, cd_m = _host_counts(g_as, g_ls, g_ad, g_ld, g_same, occ, N, h_order, h_ptr, H)
-    # route the representatives (and a second member of each group, the check)
     routing = scn.spec.routing
     Q = int(routing.qps_per_connection)
     seed = int(getattr(scn, "seed", 0) or 0)
     (s0h, d0h), (s1h, d1h) = reps
     src0, dst0 = gpu_at[s0h, g_ls], gpu_at[d0h, g_ld]
     src1, dst1 = gpu_at[s1h, g_ls], gpu_at[d1h, g_ld]
-    allsrc = np.concatenate([src0, src1])
-    alldst = np.concatenate([dst0, dst1])
-    inc, conn = _routed(f, allsrc, alldst, np.ones(len(allsrc)), routing,
-                        scn.failures or None, seed)
-    inc = sp.csr_matrix(inc)
-    if len(conn) != 2 * G * Q or (np.diff(conn) < 0).any():
-        order = np.argsort(conn, kind="stable")
-        inc, conn = inc[order], conn[order]
-    if len(conn) != 2 * G * Q:
-        raise _NoClasses("the router gave another number of QPs than asked")
-    inc.sort_indices()
-    first = inc[np.arange(0, 2 * G * Q, Q)]
-    for q in range(1, Q):  # the QPs of a connection spray alike (fluid)
-        other = inc[np.arange(q, 2 * G * Q, Q)]
-        if _differs(first, other):
-            raise _NoClasses("the QPs of a connection take different paths")
-    lat_all = first @ arc_latency_ns(f)
-    Fm, S, D = _split(first[:G], hosts, s0h, d0h, g_same)
-    F1, S1, D1 = _split(first[G:], hosts, s1h, d1h, g_same)
-    if _differs(Fm, F1):
-        raise _NoClasses("two transfers alike under the fabric's symmetry cross "
-                         "different switch links (the routing breaks the symmetry)")
-    if np.abs(S - S1).max(initial=0) > RTOL or np.abs(D - D1).max(initial=0) > RTOL:
-        raise _NoClasses("two transfers alike under the fabric's symmetry cross "
-                         "different host links")
-    lat = lat_all[:G]
-    if np.abs(lat - lat_all[G:]).max(initial=0) > 1e-6:
-        raise _NoClasses("two transfers alike have different latencies")
+
+    def routed(idx: np.ndarray, second: bool) -> sp.csr_matrix:
+        """The path (one QP's row) of each group ``idx``'s first (second) member, the
+        QPs of a connection checked alike."""
+        s_, d_ = (src1, dst1) if second else (src0, dst0)
+        inc, conn = _routed(f, s_[idx], d_[idx], np.ones(len(idx)), routing,
+                            scn.failures or None, seed)
+        inc = sp.csr_matrix(inc)
+        if len(conn) != len(idx) * Q:
+            raise _NoClasses("the router gave another number of QPs than asked")
+        if (np.diff(conn) < 0).any():
+            order = np.argsort(conn, kind="stable")
+            inc = inc[order]
+        inc.sort_indices()
+        first = inc[np.arange(0, len(idx) * Q, Q)]
+        for q in range(1, Q):  # the QPs of a connection spray alike (fluid)
+            if _differs(first, inc[np.arange(q, len(idx) * Q, Q)]):
+                raise _NoClasses("the QPs of a connection take different paths")
+        return first
+
+    # the size guard, on the class run (not the per-transfer one), from the measured
+    # length of a few representatives' paths, before the others are routed
+    probe = np.unique(np.linspace(0, G - 1, min(G, 8)).astype(np.int64))
+    entries = int(np.diff(routed(probe, False).indptr).max(initial=1))
+    check_classes("collectives[0]", G, entries, 2 * f.n_links,
+                  int(c.sum()) * int(cs.repeat), fabric_bytes=fabric_bytes(f))
+    # the per-host flow counts of every group (sparse G x H, source and destination side)
+    cs_m, cd_m = _host_counts(g_as, g_ls, g_ad, g_ld, g_same, occ, N, h_order, h_ptr, H)
+    # route the representatives, a chunk at a time (the router's temporaries stay
+    # bounded), and a second member of each group: the check of the relabelling
+    lat_arc = arc_latency_ns(f)
+    R = hosts.arc.shape[1]
+    S, D, lat = np.zeros((G, R)), np.zeros((G, R)), np.zeros(G)
+    parts: list[sp.csr_matrix] = []
+    step = max(1, CHUNK_ENTRIES // max(entries, 1))
+    for lo in range(0, G, step):  # chunks of groups
+        idx = np.arange(lo, min(G, lo + step))
+        r0, r1 = routed(idx, False), routed(idx, True)
+        F0, S[idx], D[idx] = _split(r0, hosts, s0h[idx], d0h[idx], g_same[idx])
+        F1, S1, D1 = _split(r1, hosts, s1h[idx], d1h[idx], g_same[idx])
+        if _differs(F0, F1):
+            raise _NoClasses("two transfers alike under the fabric's symmetry cross "
+                             "different switch links (the routing breaks the symmetry)")
+        if np.abs(S[idx] - S1).max(initial=0) > RTOL or \
+                np.abs(D[idx] - D1).max(initial=0) > RTOL:
+            raise _NoClasses("two transfers alike under the fabric's symmetry cross "
+                             "different host links")
+        lat[idx] = r0 @ lat_arc
+        if np.abs(lat[idx] - r1 @ lat_arc).max(initial=0) > 1e-6:
+            raise _NoClasses("two transfers alike have different latencies")
+        parts.append(F0)
+    Fm = sp.vstack(parts, format="csr")
     plan = _refine(f, scn, gpus, cs.size_bytes, Q, c, Fm, S, D, cs_m, cd_m, lat, src0,
                    dst0, s0h, d0h, hosts)
     gcol = plan.info.pop("group_class")
