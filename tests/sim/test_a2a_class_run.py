@@ -247,3 +247,9 @@ def test_infiniband_adaptive_routing_two_qps_equal_per_transfer():
     off = scn.with_overrides({"classes": "off"})
     s = _compare(scn, off)
     assert s["transfers_represented"] == 128 * 127
+
+
+def test_other_simulators_run_per_transfer_and_say_nothing():
+    scn = _scn(FAT_TREE, "spray", 16).with_overrides({"sim": "analytic"})
+    res = api.simulate(scn).raw
+    assert "classes" not in res.summary and len(res.tables["transfers"]["end_ns"]) == 240

@@ -156,8 +156,10 @@ def _single_alltoall(scn: Any) -> str | None:
 
 
 def is_candidate(scn: Any) -> bool:
-    """A scenario ``classes: auto`` considers: its workload is one All-to-All."""
-    return getattr(scn, "classes", "auto") == "auto" and _single_alltoall(scn) is None
+    """A scenario ``classes: auto`` considers: its workload is one All-to-All on the flow
+    simulator (the packet and analytic simulators run per transfer, as before)."""
+    return getattr(scn, "classes", "auto") == "auto" and scn.sim == "flow" \
+        and _single_alltoall(scn) is None
 
 
 # ---------------------------------------------------------------- the plan
