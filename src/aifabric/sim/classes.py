@@ -213,6 +213,11 @@ def _hosts(f: Fabric, alive: np.ndarray) -> _Hosts:
     if not len(own):
         raise _NoClasses("the fabric has no host links")
     sw = f.is_switch
+    ends = np.concatenate([src[own], dst[own]])
+    ends = ends[~sw[ends]]
+    if len(ends) and (nodes.index[ends].max() >= 4095 or nodes.rail[ends].max() >= 1023
+                      or nodes.side[ends].max() >= 7 or nodes.kind[ends].max() >= 15):
+        raise _NoClasses("host nodes beyond the layout the host check packs")
 
     def end_key(v: np.ndarray) -> np.ndarray:
         k = nodes.kind[v].astype(np.int64)
