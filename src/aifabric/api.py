@@ -613,7 +613,13 @@ def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
     bars = bars or _no_bar
     file = scn.file
     try:
-        wl = compile_workload(scn, fab)
+        done, why = _simulate_classes(scn, fab, bars)
+        if done is not None:
+            done.meta.setdefault("files", {})[RUN_JSON] = run_record_text(scn, "simulate",
+                                                                          file)
+            return Result(done, scn)
+        wl = compile_workload(scn, fab, guard_note=f"; no exact classes: {why}" if why
+                              else "")
         label = f"simulating {scn.name}"
         if scn.sim == "packet":
             with bars("events", 0, label) as evp:
@@ -624,9 +630,32 @@ def simulate(scn: SimScenario | str | Path, *, sim: str | None = None,
                 res = _simulate(scn, fab, progress=prog, workload=wl)
     except SpecError as err:
         raise err.with_file(str(file)) if file else err from None
+    if why is not None:
+        from aifabric.sim.classes import fallback_summary
+
+        res.summary["classes"] = fallback_summary(why)
     # what the run was made from: write_report puts it beside the tables (run.json)
     res.meta.setdefault("files", {})[RUN_JSON] = run_record_text(scn, "simulate", file)
     return Result(res, scn)
+
+
+def _simulate_classes(scn: SimScenario, fab: Fabric, bars: Bars) -> tuple[Any, str | None]:
+    """An All-to-All scenario as exact classes (:mod:`aifabric.sim.classes`): (the
+    result, None) when they are exact, (None, why not) when it runs per transfer, (None,
+    None) when the scenario is no All-to-All (or ``classes: off`` says so, with the
+    reason)."""
+    from aifabric.sim.classes import class_plan, is_candidate, simulate_classes
+
+    if not is_candidate(scn):
+        if getattr(scn, "classes", "auto") == "off" and scn.sim == "flow" and \
+                len(scn.collectives) == 1 and scn.collectives[0].op == "alltoall":
+            return None, "classes: off"
+        return None, None
+    plan = class_plan(scn, fab)
+    if isinstance(plan, str):
+        return None, plan
+    with bars("stages", 0, f"simulating {scn.name} (classes)") as prog:
+        return simulate_classes(scn, fab, plan, progress=prog), None
 
 
 # ---------------------------------------------------------------- route

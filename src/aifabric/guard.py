@@ -28,9 +28,10 @@ from typing import Any
 
 from aifabric.errors import Problem, SpecError
 
-__all__ = ["FabricEstimate", "WorkloadEstimate", "check_fabric", "check_traffic",
-           "estimate_fabric", "estimate_traffic", "fabric_bytes", "fmt_bytes", "memory_limit",
-           "parse_size", "refuse", "set_limit", "traffic_rows"]
+__all__ = ["FabricEstimate", "WorkloadEstimate", "check_classes", "check_fabric",
+           "check_traffic", "class_run_bytes", "estimate_fabric", "estimate_traffic",
+           "fabric_bytes", "fmt_bytes", "memory_limit", "parse_size", "refuse", "set_limit",
+           "traffic_rows"]
 
 # ------------------------------------------------------------------ the memory model
 #: bytes of the non-name node columns (NodeTable: 3 x int8, bool, int16, 9 x 32-bit)
@@ -500,3 +501,32 @@ def check_traffic(patterns: Iterable[Any], n_gpus: int, qps: int,
     what = f"this traffic would make about {est.rows:,} connections x {est.qps} QP(s)"
     refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes)
     return est
+
+
+# ------------------------------------------------------------------ All-to-All as classes
+#: peak bytes of an All-to-All run as exact classes (:mod:`aifabric.sim.classes`): per
+#: entry of a representative's path kept (one member of every transfer group; its switch
+#: part is held twice, by rows and by columns, through the refinement), per arc of the
+#: fabric (the per-class loads and the refinement's colours), the router's temporaries
+#: (a chunk of 1M path entries at a time) and fixed. Measured (peak resident memory of
+#: the whole process, benchmarks/bench_a2a_pod.py): see docs/simulate.md.
+CLASS_BYTES_PER_PATH_ENTRY = 24
+CLASS_BYTES_PER_ARC = 640
+CLASS_FIXED_BYTES = 512 << 20
+
+
+def class_run_bytes(groups: int, path_entries: int, arcs: int) -> int:
+    """Predicted peak bytes of an All-to-All run as classes: ``groups`` transfer groups,
+    ``path_entries`` on the longest routed path, ``arcs`` in the fabric."""
+    return (groups * path_entries * CLASS_BYTES_PER_PATH_ENTRY
+            + arcs * CLASS_BYTES_PER_ARC + CLASS_FIXED_BYTES)
+
+
+def check_classes(path: str, groups: int, path_entries: int, arcs: int, transfers: int,
+                  fabric_bytes: int = 0) -> int:
+    """Refuse an All-to-All run as classes that would need more than the limit (before
+    its representatives are routed); returns the bytes predicted."""
+    need = class_run_bytes(groups, path_entries, arcs)
+    refuse(path, f"this All-to-All as exact classes would route {groups:,} transfer groups "
+           f"(standing for {transfers:,} transfers)", need, None, held=fabric_bytes)
+    return need

@@ -148,6 +148,8 @@ def print_result(r: SimResult, out: Path | None = None, fmt: str = "csv") -> Non
     console.print(f"engine: {e['transfers']:,} transfers in {e['stages']:,} stages, "
                   f"{e['events']:,} events, {e['rate_solves']:,} max-min solves, "
                   f"{e['repetitions_reused']:,} repeated steps reused")
+    if "classes" in s:
+        console.print(_classes_line(s["classes"]), markup=False, soft_wrap=True)
     if "scheduled" in s:
         from aifabric.report.markdown import scheduled_line
 
@@ -222,6 +224,16 @@ def _print_tiers(tiers: dict[str, dict[str, Any]]) -> None:
     console.print(t)
 
 
+def _classes_line(c: dict[str, Any]) -> str:
+    """How an All-to-All ran: as exact classes (how many, for how many transfers), or per
+    transfer and why."""
+    if c.get("used"):
+        return (f"classes: {c['transfers_represented']:,} transfers run as {c['classes']:,} "
+                f"exact classes over {c['arc_classes']:,} link classes ({c['exact']}; "
+                f"{c['groups_routed']:,} transfer groups routed)")
+    return f"classes: not used, per transfer ({c.get('reason')})"
+
+
 def _print_slowest(s: dict[str, Any], where: str) -> None:
     """The 5 slowest transfers (lowest rate, Gb/s) and the link that held each back, and
     where the rest is (``where``)."""
@@ -238,6 +250,10 @@ def _print_slowest(s: dict[str, Any], where: str) -> None:
     console.print(t)
     note = shown_notice(len(slow), int(s["engine"]["transfers"]), "transfers (the slowest)",
                         where)
+    cl = s.get("classes") or {}
+    if cl.get("used"):  # one row per class: its representative, multiplicity in the table
+        note = (f"{len(slow)} of {cl['classes']:,} classes of transfers (the slowest) shown; "
+                f"all in {where}, one row per class with its multiplicity (transfers)")
     if note:
         console.print(note, markup=False)
 

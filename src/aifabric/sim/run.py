@@ -119,12 +119,13 @@ class _GpuNames:
 _NAMES: dict[int, _GpuNames] = {}  # GPU names of a pool, while compiling
 
 
-def compile_workload(scn: SimScenario, f: Fabric) -> Workload:
+def compile_workload(scn: SimScenario, f: Fabric, *, guard_note: str = "") -> Workload:
     """Place every job and collective and compile them into one DAG (SpecError listing
-    every problem)."""
+    every problem). ``guard_note`` ends the size guard's refusal (e.g. why an
+    All-to-All could not run as classes)."""
     pool = gpu_pool(f)
     # refuse, before placing or compiling anything, a workload too big for the memory limit
-    check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f))
+    check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f), note=guard_note)
     _NAMES[id(pool)] = _GpuNames(f, pool)
     taken = np.zeros(len(pool.node), dtype=bool)
     problems: list[Problem] = []

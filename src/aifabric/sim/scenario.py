@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, model_serializer, model_validator
 
 from aifabric.routing.scenario import Scenario
 from aifabric.sim.packet.config import PacketConfig
@@ -197,3 +197,17 @@ class SimScenario(Scenario):
     tolerance: float = Field(default=1e-2, ge=0, le=0.1,
                              description="flows finishing within this relative time of "
                              "each other finish in one event")
+    classes: Literal["auto", "off"] = Field(
+        default="auto", description="an All-to-All scenario (one alltoall collective, sim "
+        "flow): auto runs it as exact classes of alike transfers with multiplicities "
+        "where the routing's symmetry makes them exact (verified), else per transfer; "
+        "off: always per transfer")
+
+    @model_serializer(mode="wrap")
+    def _default_classes_unsaid(self, handler: Any) -> Any:
+        # run.json records the scenario: the default stays out, so records of runs that
+        # never set it are what they were before the setting existed
+        data = handler(self)
+        if isinstance(data, dict) and data.get("classes") == "auto":
+            data.pop("classes")
+        return data

@@ -54,11 +54,11 @@ def estimate_workload(scn: Any, n_gpus: int, sim: str | None = None) -> Workload
 
 
 def check_workload(scn: Any, n_gpus: int, sim: str | None = None, file: str | None = None,
-                   fabric_bytes: int = 0) -> WorkloadEstimate:
+                   fabric_bytes: int = 0, note: str = "") -> WorkloadEstimate:
     """Refuse a scenario whose transfers would need more memory than the limit (before
-    anything is placed, compiled or routed)."""
+    anything is placed, compiled or routed); ``note`` ends the refusal's line."""
     est = estimate_workload(scn, n_gpus, sim)
     what = (f"this scenario would make about {est.rows:,} transfers x {est.qps} QP(s) on "
             f"the {est.sim} simulator (most from {est.biggest})")
-    refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes)
+    refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes, note=note)
     return est
