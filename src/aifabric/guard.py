@@ -58,6 +58,14 @@ BUILD_PEAK_FACTOR = 3.0
 ROW_BYTES = {"analytic": 700, "flow": 900, "packet": 900, "route": 600}
 ROW_BYTES_PER_QP = {"analytic": 400, "flow": 1000, "packet": 1000, "route": 500}
 FIXED_BYTES = {"analytic": 64 << 20, "flow": 256 << 20, "packet": 256 << 20, "route": 32 << 20}
+#: the rows above were measured with single-path routing: up to this many routed arcs per
+#: flow (6.65 on the HPN pod under ECMP). A fluid policy (``spray``, InfiniBand adaptive
+#: routing) splits each flow over every equal-cost path: 130 arcs per flow on 256 GPUs of
+#: the HPN design, 190 on 512, and the incidence, its copies and the solver's transposes
+#: cost ~90 B per arc entry at the peak (traced: 718 MB for 65,280 rows, 4.47 GB for
+#: 261,632); each arc past the base is sized at ENTRY_BYTES, a margin of 1.4x
+BASE_ENTRIES = 8
+ENTRY_BYTES = 128
 #: the free memory kept back when the limit is automatic
 MARGIN_FRACTION = 0.10
 MARGIN_MIN = 256 << 20
@@ -420,11 +428,17 @@ class WorkloadEstimate:
     qps: int
     sim: str
     biggest: str  # the entry with the most rows, for the message
+    #: routed arcs per flow, sampled with the scenario's routing where it splits flows
+    #: over many paths (None: single-path routing, within the calibration)
+    arcs_per_flow: float | None = None
 
     @property
     def peak_bytes(self) -> int:
         """Predicted peak memory of compiling, routing and simulating the rows."""
         per_row = ROW_BYTES[self.sim] + ROW_BYTES_PER_QP[self.sim] * max(0, self.qps - 1)
+        if self.arcs_per_flow is not None:
+            extra = max(0.0, self.arcs_per_flow - BASE_ENTRIES)
+            per_row += int(self.qps * extra * ENTRY_BYTES)
         return FIXED_BYTES[self.sim] + self.rows * per_row
 
 

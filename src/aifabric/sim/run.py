@@ -15,7 +15,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.guard import fabric_bytes
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
-from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
+from aifabric.sim.paths import PinnedPath, _routed, host_side_arcs, route_dag
 from aifabric.sim.results import SimResult, arc_groups, build_result, collective_links
 from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
 from aifabric.topology.fabric import Fabric, NodeKind
@@ -119,13 +119,46 @@ class _GpuNames:
 _NAMES: dict[int, _GpuNames] = {}  # GPU names of a pool, while compiling
 
 
+#: GPU pairs routed to measure how many arcs a fluid policy spreads a flow over
+ENTRY_SAMPLE = 256
+
+
+def _fluid(scn: SimScenario, f: Fabric) -> bool:
+    """Whether the scenario's routing splits each flow over every equal-cost path (the
+    size guard then samples the routed arcs per flow)."""
+    if scn.sim == "packet" or f.spec.scheduled is not None:
+        return False  # (a packet's path is chosen per packet; cells are their own model)
+    if getattr(f.spec, "transport", "roce") == "infiniband":
+        return bool(f.spec.infiniband.adaptive_routing)
+    return effective_routing(scn, f).policy == "spray"
+
+
+def _sampled_entries(scn: SimScenario, f: Fabric, pool: GpuPool) -> float | None:
+    """Routed arcs per flow of ``ENTRY_SAMPLE`` random GPU pairs (seeded: the same
+    scenario, the same figure) under a fluid routing; None under single-path routing."""
+    n = len(pool.node)
+    if n < 2 or not _fluid(scn, f):
+        return None
+    rng = np.random.default_rng(int(getattr(scn, "seed", 0) or 0))
+    a = rng.integers(0, n, ENTRY_SAMPLE)
+    b = (a + rng.integers(1, n, ENTRY_SAMPLE)) % n  # never a GPU to itself
+    src, dst = pool.node[a], pool.node[b]
+    try:
+        inc, _conn = _routed(f, src, dst, np.ones(len(src)), effective_routing(scn, f),
+                             scn.failures or None, int(getattr(scn, "seed", 0) or 0))
+    except SpecError:  # a pair without a path: the run itself will say so
+        return None
+    return inc.nnz / max(1, inc.shape[0])
+
+
 def compile_workload(scn: SimScenario, f: Fabric, *, guard_note: str = "") -> Workload:
     """Place every job and collective and compile them into one DAG (SpecError listing
     every problem). ``guard_note`` ends the size guard's refusal (e.g. why an
     All-to-All could not run as classes)."""
     pool = gpu_pool(f)
     # refuse, before placing or compiling anything, a workload too big for the memory limit
-    check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f), note=guard_note)
+    check_workload(scn, len(pool.node), fabric_bytes=fabric_bytes(f), note=guard_note,
+                   arcs_per_flow=_sampled_entries(scn, f, pool))
     _NAMES[id(pool)] = _GpuNames(f, pool)
     taken = np.zeros(len(pool.node), dtype=bool)
     problems: list[Problem] = []

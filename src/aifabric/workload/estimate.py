@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aifabric.guard import WorkloadEstimate, refuse, traffic_rows
+from aifabric.guard import BASE_ENTRIES, WorkloadEstimate, refuse, traffic_rows
 from aifabric.workload.collectives.rows import collective_rows
 
 __all__ = ["check_workload", "estimate_workload", "job_rows"]
@@ -31,9 +31,11 @@ def job_rows(js: Any) -> int:
     return js.iterations * rows
 
 
-def estimate_workload(scn: Any, n_gpus: int, sim: str | None = None) -> WorkloadEstimate:
+def estimate_workload(scn: Any, n_gpus: int, sim: str | None = None,
+                      arcs_per_flow: float | None = None) -> WorkloadEstimate:
     """Transfer rows of a simulation scenario's jobs, collectives and traffic (from the
-    scenario fields alone: nothing is placed or compiled)."""
+    scenario fields alone: nothing is placed or compiled); ``arcs_per_flow``: routed arcs per
+    flow where the routing splits flows over many paths (sampled by the caller)."""
     entries: list[tuple[str, int]] = []
     for i, js in enumerate(getattr(scn, "jobs", []) or []):
         n = js.gpus if isinstance(js.gpus, int) else len(js.gpus)
@@ -50,15 +52,20 @@ def estimate_workload(scn: Any, n_gpus: int, sim: str | None = None) -> Workload
     biggest = max(entries, key=lambda e: e[1])[0] if entries else "jobs"
     qps = int(scn.spec.routing.qps_per_connection or 1)
     return WorkloadEstimate(rows=rows, qps=qps, sim=sim or getattr(scn, "sim", "flow"),
-                            biggest=biggest)
+                            biggest=biggest, arcs_per_flow=arcs_per_flow)
 
 
 def check_workload(scn: Any, n_gpus: int, sim: str | None = None, file: str | None = None,
-                   fabric_bytes: int = 0, note: str = "") -> WorkloadEstimate:
+                   fabric_bytes: int = 0, note: str = "",
+                   arcs_per_flow: float | None = None
+                   ) -> WorkloadEstimate:
     """Refuse a scenario whose transfers would need more memory than the limit (before
-    anything is placed, compiled or routed); ``note`` ends the refusal's line."""
-    est = estimate_workload(scn, n_gpus, sim)
-    what = (f"this scenario would make about {est.rows:,} transfers x {est.qps} QP(s) on "
-            f"the {est.sim} simulator (most from {est.biggest})")
+    anything is placed, compiled or routed); ``note`` ends the refusal's line;
+    ``arcs_per_flow`` as for :func:`estimate_workload`."""
+    est = estimate_workload(scn, n_gpus, sim, arcs_per_flow)
+    a = est.arcs_per_flow
+    spread = f", each QP split over ~{a:,.0f} links" if a is not None and a > BASE_ENTRIES else ""
+    what = (f"this scenario would make about {est.rows:,} transfers x {est.qps} QP(s){spread}"
+            f" on the {est.sim} simulator (most from {est.biggest})")
     refuse(est.biggest, what, est.peak_bytes, file, held=fabric_bytes, note=note)
     return est
