@@ -45,3 +45,20 @@ def finish(results: list[dict[str, Any]] | dict[str, Any], failed: bool) -> int:
     if "--json" in sys.argv:
         print(json.dumps(results, indent=2))
     return 1 if failed else 0
+
+
+def best_rounds(target: Callable[..., dict[str, Any]], cases: list[tuple], rounds: int,
+                key: str, timeout_s: float = 900) -> list[dict[str, Any]]:
+    """Each case (its name first) run ``rounds`` times in turn, isolated: per case the
+    round with the highest ``key`` (the machine's load moves between rounds), in the
+    cases' order; a round past ``timeout_s`` is said and left out."""
+    best: dict[str, dict[str, Any]] = {}
+    for _ in range(rounds):
+        for case in cases:
+            r = run_isolated(target, case, timeout_s=timeout_s)
+            if r is None:
+                print(f"{case[0]}: ran past {timeout_s:.0f} s")
+                continue
+            if case[0] not in best or r[key] > best[case[0]][key]:
+                best[case[0]] = r
+    return [best[c[0]] for c in cases if c[0] in best]

@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from _harness import run_isolated
+from _harness import best_rounds, run_isolated
 
 CASES = [
     # name, k, engine, lmc
@@ -141,16 +141,7 @@ ROUNDS = 2
 
 
 def main_packet() -> int:
-    best: dict[str, dict] = {}
-    for _ in range(ROUNDS):
-        for case in PACKET_CASES:
-            r = run_isolated(_run_packet, case, timeout_s=900)
-            if r is None:
-                print(f"{case[0]}: ran past 900 s")
-                continue
-            if case[0] not in best or r["events_per_s"] > best[case[0]]["events_per_s"]:
-                best[case[0]] = r
-    rows = [best[c[0]] for c in PACKET_CASES if c[0] in best]
+    rows = best_rounds(_run_packet, PACKET_CASES, ROUNDS, "events_per_s")
     for r in rows:
         if "--json" not in sys.argv:
             print(f"{r['name']}: {r['events']:,} events in {r['loop_s']:.2f} s = "

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import run_isolated
+from _harness import best_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = "64MiB"
@@ -68,16 +68,7 @@ def _run(case: tuple) -> dict:
 
 
 def main() -> int:
-    best: dict[str, dict] = {}
-    for _ in range(ROUNDS):
-        for case in CASES:
-            r = run_isolated(_run, case, timeout_s=900)
-            if r is None:
-                print(f"{case[0]}: ran past 900 s")
-                continue
-            if case[0] not in best or r["events_per_s"] > best[case[0]]["events_per_s"]:
-                best[case[0]] = r
-    rows = [best[c[0]] for c in CASES if c[0] in best]
+    rows = best_rounds(_run, CASES, ROUNDS, "events_per_s")
     if "--json" in sys.argv:
         print(json.dumps(rows, indent=1))
         return 0

@@ -20,6 +20,7 @@ from tests.sim.packet.test_infiniband import (
     _ft4_ib,
     _invariants,
     _simulate,
+    victim_topology,
 )
 
 HDR = 62  # nic.header_bytes: a data packet is MTU payload + 62 bytes
@@ -185,21 +186,12 @@ def test_the_victim_mask_decides_whether_a_victim_port_marks():
 
 
 def _victim_net_cc(mask) -> tuple:
-    """:func:`_victim_net` with ibcc and ``victim_mask``."""
-    t = Topology()
-    a, b, v = t.host("a"), t.host("b"), t.host("v")
-    c, w = t.host("c"), t.host("w")
-    s1, s2 = t.switch("s1"), t.switch("s2")
-    for h in (a, b):
-        t.link(h, s1, GBPS, DELAY)
-    t.link(v, s1, 150, DELAY)
-    t.link(s1, s2, GBPS, DELAY)
-    t.link(s2, c, 100, DELAY)
-    t.link(s2, w, GBPS, DELAY)
+    """:func:`_victim_net`'s fabric, every QP on SL 0, with ibcc and ``victim_mask``."""
+    t, incast, victim = victim_topology()
     sim = t.sim(_cfg("ibcc", {"victim_mask": mask}),
                 ib=IbLink(sls=[0], credits=[256] * 8))
-    inc = [sim.add_flow(t.route(x, s1, s2, c), 1_000_000) for x in (a, b)]
-    vic = sim.add_flow(t.route(v, s1, s2, w), 1_000_000)
+    inc = [sim.add_flow(r, 1_000_000) for r in incast]
+    vic = sim.add_flow(victim, 1_000_000)
     sim.run()
     _invariants(sim, [1_000_000] * 3)
     return sim, vic, inc, t

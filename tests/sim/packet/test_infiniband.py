@@ -101,11 +101,10 @@ def test_an_hca_draining_slower_than_the_link_backpressures_by_credits():
     assert 0 < cw["peak_buffer_bytes"][i] <= cw["buffer_bytes"][i]
 
 
-def _victim_net(victim_sl: int) -> tuple:
-    """a, b -> c (SL 0) through s1 -> s2, c's link 100G: the bottleneck; victim v -> w
-    (SL ``victim_sl``; -1: none) over the same s1 -> s2 link, v's link 150G (the victim's
-    own limit, 150G: s1 -> s2 has room for it and the incast's 100G). Returns (sim, victim QP,
-    incast QPs, topology)."""
+def victim_topology() -> tuple:
+    """Hosts a, b, v -> s1 -> s2 -> c, w: c's link 100G (the incast's bottleneck), v's
+    150G (the victim's own limit: s1 -> s2 has room for it and the incast's 100G).
+    Returns (topology, incast routes a/b -> c, victim route v -> w)."""
     t = Topology()
     a, b, v = t.host("a"), t.host("b"), t.host("v")
     c, w = t.host("c"), t.host("w")
@@ -116,12 +115,20 @@ def _victim_net(victim_sl: int) -> tuple:
     t.link(s1, s2, GBPS, DELAY)
     t.link(s2, c, 100, DELAY)
     t.link(s2, w, GBPS, DELAY)
+    return t, [t.route(x, s1, s2, c) for x in (a, b)], t.route(v, s1, s2, w)
+
+
+def _victim_net(victim_sl: int) -> tuple:
+    """a, b -> c (SL 0) through s1 -> s2; victim v -> w (SL ``victim_sl``; -1: none)
+    over the same s1 -> s2 link (:func:`victim_topology`). Returns (sim, victim QP,
+    incast QPs, topology)."""
+    t, incast, victim = victim_topology()
     ib = IbLink(sls=[0, 1], credits=[256] * 8)  # 16 KiB per VL
     sim = t.sim(_cfg(), ib=ib)
-    inc = [sim.add_flow(t.route(x, s1, s2, c), 1_000_000, sl=0) for x in (a, b)]
+    inc = [sim.add_flow(r, 1_000_000, sl=0) for r in incast]
     vic = None
     if victim_sl >= 0:
-        vic = sim.add_flow(t.route(v, s1, s2, w), 1_000_000, sl=victim_sl)
+        vic = sim.add_flow(victim, 1_000_000, sl=victim_sl)
     return sim, vic, inc, t
 
 
