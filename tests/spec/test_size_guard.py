@@ -373,3 +373,22 @@ def test_sprayed_run_refused_with_its_arcs_per_flow(cli, tmp_path):
     assert r.code == 2, r.err
     assert len(r.err.strip().splitlines()) == 1, r.err
     assert "1,047,552 transfers x 1 QP(s), each QP split over ~" in r.err, r.err
+
+
+def test_sampled_arcs_leave_out_pairs_the_failures_cut_off(tmp_path):
+    """A host down cuts its 8 GPUs off: the sampled pairs that touch them are left out
+    (it is the run's to refuse them if it uses them), and the others still measure the
+    spray's width, not the single-path calibration (None)."""
+    from aifabric.sim.run import _sampled_entries
+
+    p = _sprayed_hpn(tmp_path, 256)
+    whole = load_scenario(p, SimScenario)
+    f = build_fabric(whole.spec)
+    pool = gpu_pool(f)
+    d = yaml.safe_load(p.read_text())
+    d["failures"] = [{"switch": "host-s00-h000"}]
+    p.write_text(yaml.safe_dump(d))
+    cut = load_scenario(p, SimScenario)
+    full, part = _sampled_entries(whole, f, pool), _sampled_entries(cut, f, pool)
+    assert full is not None and part is not None, (full, part)
+    assert abs(part - full) <= 0.1 * full, (part, full)

@@ -15,7 +15,7 @@ from aifabric.errors import Problem, SpecError
 from aifabric.guard import fabric_bytes
 from aifabric.sim.analytic import run_analytic
 from aifabric.sim.flow.engine import run_flow
-from aifabric.sim.paths import PinnedPath, _routed, host_side_arcs, route_dag
+from aifabric.sim.paths import PinnedPath, host_side_arcs, route_dag
 from aifabric.sim.results import SimResult, arc_groups, build_result, collective_links
 from aifabric.sim.scenario import CollectiveSpec, JobSpec, SimScenario
 from aifabric.topology.fabric import Fabric, NodeKind
@@ -142,13 +142,25 @@ def _sampled_entries(scn: SimScenario, f: Fabric, pool: GpuPool) -> float | None
     rng = np.random.default_rng(int(getattr(scn, "seed", 0) or 0))
     a = rng.integers(0, n, ENTRY_SAMPLE)
     b = (a + rng.integers(1, n, ENTRY_SAMPLE)) % n  # never a GPU to itself
-    src, dst = pool.node[a], pool.node[b]
+    from aifabric.routing.flows import make_flows
+    from aifabric.routing.route import route
+
+    routing, seed = effective_routing(scn, f), int(getattr(scn, "seed", 0) or 0)
+    flows = make_flows(f, pool.node[a], pool.node[b], np.ones(ENTRY_SAMPLE, dtype=np.int64),
+                       qps_per_connection=routing.qps_per_connection,
+                       nic_port_choice=routing.nic_port_choice, seed=seed)
     try:
-        inc, _conn = _routed(f, src, dst, np.ones(len(src)), effective_routing(scn, f),
-                             scn.failures or None, int(getattr(scn, "seed", 0) or 0))
-    except SpecError:  # a pair without a path: the run itself will say so
+        routed = route(f, flows, routing, seed=seed,
+                       **({"failures": scn.failures} if scn.failures else {}))
+    except SpecError:  # (a failure naming nothing: the run itself says so)
         return None
-    return inc.nnz / max(1, inc.shape[0])
+    # a pair the failures cut off is left out (it is the run's to refuse, if it uses it)
+    ok = ~np.asarray(routed.unreachable, dtype=bool)
+    if not ok.any():
+        return None
+    import scipy.sparse as sp
+
+    return float(sp.csr_matrix(routed.incidence)[ok].nnz) / int(ok.sum())
 
 
 def compile_workload(scn: SimScenario, f: Fabric, *, guard_note: str = "") -> Workload:
