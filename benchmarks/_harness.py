@@ -62,3 +62,22 @@ def best_rounds(target: Callable[..., dict[str, Any]], cases: list[tuple], round
             if case[0] not in best or r[key] > best[case[0]][key]:
                 best[case[0]] = r
     return [best[c[0]] for c in cases if c[0] in best]
+
+
+def time_packet_loop() -> dict[str, float]:
+    """In this (a case's child) process, time every ``PacketSim.run``: the returned
+    dict's ``"s"`` sums their wall seconds (the packet core's loop alone)."""
+    import time
+
+    from aifabric.sim.packet.sim import PacketSim
+
+    timed = {"s": 0.0}
+    run = PacketSim.run
+
+    def timed_run(self: PacketSim, *a: object, **kw: object) -> None:
+        t0 = time.perf_counter()
+        run(self, *a, **kw)
+        timed["s"] += time.perf_counter() - t0
+
+    PacketSim.run = timed_run  # type: ignore[method-assign]
+    return timed

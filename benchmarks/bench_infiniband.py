@@ -29,7 +29,7 @@ import json
 import sys
 import time
 
-from _harness import best_rounds, run_isolated
+from _harness import best_rounds, run_isolated, time_packet_loop
 
 CASES = [
     # name, k, engine, lmc
@@ -108,20 +108,11 @@ def _packet_doc(k: int, transport: str, ar: bool, size: int) -> dict:
 def _run_packet(case: tuple) -> dict:
     from aifabric.api import build_fabric
     from aifabric.routing.scenario import scenario_from_dict
-    from aifabric.sim.packet.sim import PacketSim
     from aifabric.sim.run import simulate
     from aifabric.sim.scenario import SimScenario
 
     name, transport, ar = case
-    timed = {"s": 0.0}
-    run = PacketSim.run
-
-    def timed_run(self: PacketSim, *a: object, **kw: object) -> None:
-        t0 = time.perf_counter()
-        run(self, *a, **kw)
-        timed["s"] += time.perf_counter() - t0
-
-    PacketSim.run = timed_run  # type: ignore[method-assign]
+    timed = time_packet_loop()
     out = {}
     for k, size in ((4, 16384), (16, 262144)):  # a small run first: numba's cache
         scn = scenario_from_dict(_packet_doc(k, transport, ar, size), model=SimScenario)

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import best_rounds
+from _harness import best_rounds, time_packet_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = "64MiB"
@@ -32,20 +32,11 @@ def _run(case: tuple) -> dict:
 
     from aifabric.api import build_fabric
     from aifabric.routing.scenario import scenario_from_dict
-    from aifabric.sim.packet.sim import PacketSim
     from aifabric.sim.run import simulate
     from aifabric.sim.scenario import SimScenario
 
     name, file = case
-    timed = {"s": 0.0}
-    run = PacketSim.run
-
-    def timed_run(self: PacketSim, *a: object, **kw: object) -> None:
-        t0 = time.perf_counter()
-        run(self, *a, **kw)
-        timed["s"] += time.perf_counter() - t0
-
-    PacketSim.run = timed_run  # type: ignore[method-assign]
+    timed = time_packet_loop()
     doc = yaml.safe_load((ROOT / "examples" / "scenarios" / file).read_text())
     out: dict = {}
     for size in ("1MiB", SIZE):  # a small run first: numba's cache

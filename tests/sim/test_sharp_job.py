@@ -97,6 +97,15 @@ def test_each_host_link_carries_the_gradients_once_against_the_rings_2_n_minus_1
         assert per_link["ring"][key] == pytest.approx(2 * (n - 1) / n * b, rel=1e-9), key
 
 
+def dp_algorithms(res) -> dict[str, set[str]]:
+    """Per job: the algorithms its DP AllReduces ran."""
+    algos: dict[str, set[str]] = {}
+    for c in res.summary["collectives"]:
+        if " dp " in c["collective"]:
+            algos.setdefault(c["job"], set()).add(c["algorithm"])
+    return algos
+
+
 def _two_jobs(limit_field, limit):
     def change(doc):
         doc["spec"]["switch_models"]["quantum2"][limit_field] = limit
@@ -117,11 +126,7 @@ def test_a_job_beyond_the_switches_sharp_limits_runs_the_ring_and_says_so(
     operations takes the first job, not the second: its DP AllReduce runs NCCL's ring,
     the results name the switch and the limit, and the first job keeps SHARP."""
     res = api.simulate(_scenario(tmp_path, _two_jobs(limit_field, limit)))
-    algos = {}
-    for c in res.summary["collectives"]:
-        if " dp " in c["collective"]:
-            algos.setdefault(c["job"], set()).add(c["algorithm"])
-    assert algos == {"llm-7b": {"sharp"}, "llm-b": {"ring"}}
+    assert dp_algorithms(res) == {"llm-7b": {"sharp"}, "llm-b": {"ring"}}
     notes = res.summary["notes"]
     assert len(notes) == 1 and notes[0].startswith("jobs[1] (llm-b)")
     assert words in notes[0] and f"{limit_field} is {limit}" in notes[0]

@@ -290,15 +290,10 @@ def test_workload_estimate_bounds_every_algorithm(tmp_path, entry):
     assert real <= est.rows <= 2.5 * real, (est.rows, real)
 
 
-@pytest.mark.parametrize("sim", ["analytic", "flow"])
-def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
-    """The bytes per transfer row are calibrated: compiling, routing and simulating an
-    All-to-All on 128 GPUs (16,256 transfers) peaks below the predicted bytes."""
+def _traced_run(scn, f) -> tuple:
+    """Compile and simulate ``scn`` on ``f``: the workload and the traced peak bytes."""
     from aifabric.sim.run import simulate
 
-    scn = load_scenario(_alltoall_scenario(tmp_path, 128, sim=sim), SimScenario)
-    f = build_fabric(scn.spec)
-    est = estimate_workload(scn, len(gpu_pool(f).node))
     tracemalloc.start()
     try:
         wl = compile_workload(scn, f)
@@ -306,6 +301,17 @@ def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
+    return wl, peak
+
+
+@pytest.mark.parametrize("sim", ["analytic", "flow"])
+def test_workload_peak_is_at_most_the_prediction(tmp_path, sim):
+    """The bytes per transfer row are calibrated: compiling, routing and simulating an
+    All-to-All on 128 GPUs (16,256 transfers) peaks below the predicted bytes."""
+    scn = load_scenario(_alltoall_scenario(tmp_path, 128, sim=sim), SimScenario)
+    f = build_fabric(scn.spec)
+    est = estimate_workload(scn, len(gpu_pool(f).node))
+    wl, peak = _traced_run(scn, f)
     assert est.rows == wl.dag.n_transfers == 128 * 127
     assert peak <= est.peak_bytes, (peak, est.peak_bytes)
 
@@ -348,7 +354,7 @@ def test_sprayed_peak_is_at_most_the_prediction_with_sampled_arcs(tmp_path):
     under ECMP): the per-row calibration alone predicts less than the run's traced peak;
     with the sampled arcs per flow the prediction holds (the guard once let a 23.6 GB
     run through at 1,024 GPUs)."""
-    from aifabric.sim.run import _sampled_entries, simulate
+    from aifabric.sim.run import _sampled_entries
 
     scn = load_scenario(_sprayed_hpn(tmp_path, 256), SimScenario)
     f = build_fabric(scn.spec)
@@ -357,13 +363,7 @@ def test_sprayed_peak_is_at_most_the_prediction_with_sampled_arcs(tmp_path):
     assert arcs is not None and arcs > 50, arcs
     plain = estimate_workload(scn, len(pool.node))
     est = estimate_workload(scn, len(pool.node), arcs_per_flow=arcs)
-    tracemalloc.start()
-    try:
-        wl = compile_workload(scn, f)
-        simulate(scn, f, workload=wl)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = _traced_run(scn, f)
     assert plain.peak_bytes < peak <= est.peak_bytes, (plain.peak_bytes, peak, est.peak_bytes)
 
 

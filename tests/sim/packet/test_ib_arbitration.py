@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
 
 from aifabric.sim.packet import layout as L
 from aifabric.sim.packet.ibmodel import IbLink, credit_waits, summary
@@ -20,6 +19,7 @@ from tests.sim.packet.test_infiniband import (
     _ft4_ib,
     _invariants,
     _simulate,
+    refused_ib,
     victim_topology,
 )
 
@@ -315,18 +315,7 @@ def test_bad_new_ib_settings_exit_2_with_one_line(cli, tmp_path, ib, packet, whe
     low table, a VL in use no table serves, an SL out of 0..15, a port number out of
     0..254, an ib_sl key naming nothing: exit 2, one line naming the field, nothing
     written."""
-    doc = _ft4_ib(False)
-    doc["spec"]["infiniband"].update(yaml.safe_load(ib))
-    doc["packet"] = yaml.safe_load(packet)
-    p = tmp_path / "s.yaml"
-    p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    out = tmp_path / "rep"
-    r = cli("simulate", p, "--out", out)
-    assert r.code == 2, r.err
-    lines = [x for x in r.err.splitlines() if x.strip()]
-    assert len(lines) == 1, r.err
-    assert where in lines[0] and "Traceback" not in r.err
-    assert not out.exists()
+    assert where in refused_ib(cli, tmp_path, ib, packet)
 
 
 def test_victim_ports_are_opensms_port_numbers():

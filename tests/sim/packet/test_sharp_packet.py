@@ -27,6 +27,7 @@ from aifabric.sim.sharp import sharp_tree
 from aifabric.topology import build_fabric
 from aifabric.topology.fabric import LinkKind
 from tests.conftest import ROOT, one_line_exit_2
+from tests.sim.test_sharp_job import dp_algorithms
 
 EX = ROOT / "examples" / "scenarios"
 SHARP = EX / "allreduce-sharp-packet.yaml"
@@ -258,11 +259,7 @@ def test_sharp_jobs_run_at_packet_level_and_one_beyond_a_limit_runs_the_ring(tmp
     assert len(acc) == 2 * 128
     assert set(acc) == {grad + frames * (NIC.header_bytes + NIC.ack_bytes)}
     res = api.simulate(_scenario(tmp_path, _small_jobs("sharp_trees", 6), base=JOB))
-    algos = {}
-    for c in res.summary["collectives"]:
-        if " dp " in c["collective"]:
-            algos.setdefault(c["job"], set()).add(c["algorithm"])
-    assert algos == {"llm-7b": {"sharp"}, "llm-b": {"ring"}}
+    assert dp_algorithms(res) == {"llm-7b": {"sharp"}, "llm-b": {"ring"}}
     notes = res.summary["notes"]
     assert len(notes) == 1 and notes[0].startswith("jobs[1] (llm-b)")
     assert "switch spine-0" in notes[0] and "sharp_trees is 6" in notes[0]
