@@ -130,6 +130,9 @@ class Scrape:
     failures: list[dict[str, Any]] = field(default_factory=list)
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # sw -> port -> queue
     at: float = 0.0  # time.monotonic() when the read started
+    # device -> time.monotonic() of its interface counters: the middle of its ``ip`` run
+    # (the reads run in a pool; on a busy machine one may wait long after ``at``)
+    links_at: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -149,6 +152,13 @@ def _run(cmd: list[str], stdin: str | None, timeout_s: float, *,
     except (subprocess.TimeoutExpired, OSError):
         return None
     return proc.stdout if proc.returncode == 0 or any_status else None
+
+
+def _timed_run(cmd: list[str], stdin: str | None, timeout_s: float) -> tuple[str | None, float]:
+    """``_run`` and the middle of the command's run (``time.monotonic()``)."""
+    t0 = time.monotonic()
+    text = _run(cmd, stdin, timeout_s)
+    return text, (t0 + time.monotonic()) / 2
 
 
 def vty_query(sock_dir: Path, daemon: str, command: str, timeout_s: float) -> str | None:
@@ -334,7 +344,7 @@ class LabCollector:
         for d in devices:
             lines = "link show\n" + ("route show table main\n" if d in is_switch else "")
             jobs[("kernel", d)] = self._pool.submit(
-                _run, ["ip", "-n", ns[d], "-json", "-stats", "-batch", "-"], lines, t)
+                _timed_run, ["ip", "-n", ns[d], "-json", "-stats", "-batch", "-"], lines, t)
         if self.queues is not None:
             from aifabric.lab.queues import read_queues
 
@@ -353,8 +363,10 @@ class LabCollector:
                 any_status=True)
         probes: list[tuple[int, int, int, float]] = []
         for (kind, who), fut in jobs.items():
-            text = fut.result()
+            result = fut.result()
+            text = result[0] if kind == "kernel" else result
             if kind == "kernel":
+                out.links_at[who] = result[1]
                 parsed = _json_lines(text)
                 out.up[f"{who}/kernel"] = parsed is not None and len(parsed) >= 1
                 if parsed:
@@ -430,10 +442,11 @@ class LabCollector:
                 if self.queues is not None:  # utilization: tx bytes since the last scrape
                     key = (dev, ifname)
                     tx = int(st.get("tx", {}).get("bytes", 0))
+                    at = s.links_at.get(dev, s.at)
                     last = self._last_tx.get(key)
-                    self._last_tx[key] = (s.at, tx)
-                    if last is not None and s.at > last[0] and tx >= last[1]:
-                        ratio = (tx - last[1]) * 8 / (self.queues.rate_bps * (s.at - last[0]))
+                    self._last_tx[key] = (at, tx)
+                    if last is not None and at > last[0] and tx >= last[1]:
+                        ratio = (tx - last[1]) * 8 / (self.queues.rate_bps * (at - last[0]))
                         direction = "up" if self.end_of[key] == 0 else "down"
                         util.add_metric([*labels, direction], ratio)
                         per_tier.setdefault((labels[3], direction), []).append(ratio)
