@@ -25,7 +25,7 @@ model), all namespaces and daemons at once from a pool of threads:
   ``ecn_marked_packets_total`` (RED's marks; none from a drop-tail queue), the queue's
   drops added to the port's tx ``interface_drops_total``, and ``link_utilization_ratio``
   / ``tier_utilization_ratio`` (tx bytes since the previous scrape over the shaped port
-  rate; none at the first scrape);
+  rate, timed by each device's own counter reads; none at the first scrape);
 * **probes** -- ``ping`` between a fixed sample of NIC pairs on different hosts (3
   echoes 10 ms apart from the source NIC's address, bounded by ``timeout_s``): round
   trip time and loss ratio.
