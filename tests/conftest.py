@@ -172,6 +172,19 @@ def families(text: str) -> dict[str, list]:
     return out
 
 
+def edited_yaml(base: Path, dest: Path, change=None, **fields) -> Path:
+    """``base``'s YAML document with ``change(doc)`` applied and each of ``fields`` set
+    (one that is None or empty keeps the document's own), written to ``dest``."""
+    import yaml
+
+    doc = yaml.safe_load(base.read_text(encoding="utf-8"))
+    if change:
+        change(doc)
+    doc.update({k: v for k, v in fields.items() if v})
+    dest.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return dest
+
+
 @cache
 def example(name: str) -> Fabric:
     """The fabric of ``examples/<name>.yaml`` (built once per test session)."""

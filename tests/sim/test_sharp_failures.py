@@ -8,8 +8,6 @@ exit 2. The transfers table names each SHARP transfer by the arc it streams over
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import yaml
@@ -23,7 +21,7 @@ from aifabric.sim.run import compile_workload
 from aifabric.sim.scenario import SimScenario
 from aifabric.topology import build_fabric
 from aifabric.topology.fabric import LinkKind
-from tests.conftest import ROOT, one_line_exit_2
+from tests.conftest import ROOT, edited_yaml, one_line_exit_2
 
 EX = ROOT / "examples" / "scenarios"
 SHARP = EX / "allreduce-sharp-packet.yaml"
@@ -40,14 +38,7 @@ def _four_spines(doc):
 
 def _scenario(tmp_path, sim, failures=None, change=_four_spines, base=SHARP,
               name="s.yaml"):
-    doc = copy.deepcopy(yaml.safe_load(base.read_text()))
-    change(doc)
-    doc["sim"] = sim
-    if failures:
-        doc["failures"] = failures
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return edited_yaml(base, tmp_path / name, change, sim=sim, failures=failures)
 
 
 def _trees(path):

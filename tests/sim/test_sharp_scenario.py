@@ -6,27 +6,16 @@ line naming the field, exit 2."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-import yaml
 
 from aifabric import api
-from tests.conftest import ROOT
+from tests.conftest import ROOT, edited_yaml
 
 SHARP = ROOT / "examples" / "scenarios" / "allreduce-ndr-sharp.yaml"
 
 
 def _scenario(tmp_path, change=None, coll=None, name="s.yaml"):
-    doc = yaml.safe_load(SHARP.read_text())
-    doc = copy.deepcopy(doc)
-    if change:
-        change(doc)
-    if coll:
-        doc["collectives"] = coll
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return edited_yaml(SHARP, tmp_path / name, change, collectives=coll)
 
 
 def _one_gpu_per_host(doc):
